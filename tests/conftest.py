@@ -1,0 +1,23 @@
+"""Shared test helpers: fixture paths and the tiny Google-layout reference model."""
+
+import os
+import pathlib
+
+import bert_tf  # noqa: F401  (sets TensorFlow environment defaults before TF loads)
+import pytest
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+TINY_DIR = FIXTURES / "checkpoint" / "tiny_uncased_L-2_H-32_A-4"
+TINY_CKPT = str(TINY_DIR / "bert_model.ckpt")
+TINY_CONFIG = str(TINY_DIR / "bert_config.json")
+VOCAB_UNCASED = str(FIXTURES / "vocab_uncased.txt")
+
+
+@pytest.fixture
+def release_dir(tmp_path):
+  """A Google-release-shaped folder (config, vocab, checkpoint) in a temp dir."""
+  import shutil
+  out = tmp_path / "uncased_L-2_H-32_A-4"
+  shutil.copytree(TINY_DIR, out)
+  shutil.copy(VOCAB_UNCASED, out / "vocab.txt")
+  return out
