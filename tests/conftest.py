@@ -21,3 +21,22 @@ def release_dir(tmp_path):
   shutil.copytree(TINY_DIR, out)
   shutil.copy(VOCAB_UNCASED, out / "vocab.txt")
   return out
+
+
+def tiny_config():
+  from bert_tf.config import BertConfig
+  return BertConfig.from_json_file(TINY_CONFIG)
+
+
+def tiny_pretraining_model():
+  """The tiny reference encoder with its MLM and NSP heads, loaded from the checkpoint."""
+  from bert_tf import checkpoints, heads
+  from bert_tf.modeling import BertModel
+  config = tiny_config()
+  encoder = BertModel(config)
+  mlm = heads.MaskedLMHead(config, encoder.get_embedding_table(), name="mlm")
+  nsp = heads.NextSentenceHead(config, name="nsp")
+  mlm.build()
+  nsp.build()
+  checkpoints.load_checkpoint(TINY_CKPT, encoder, [mlm, nsp])
+  return encoder, mlm, nsp

@@ -1,0 +1,140 @@
+"""Task heads on top of BertModel, and their losses exactly as the original computes them.
+
+Each head creates the same variables (shapes, initializers) as the original code:
+
+  MaskedLMHead         cls/predictions/{transform/dense, transform/LayerNorm, output_bias}
+  NextSentenceHead     cls/seq_relationship/{output_weights, output_bias}
+  ClassificationHead   output_weights, output_bias              (run_classifier.py)
+  SpanHead             cls/squad/{output_weights, output_bias}  (run_squad.py)
+
+The Google names themselves live in `bert_tf.checkpoints`, the one name map.
+Log-probabilities and losses are float32 under every dtype policy. Losses use the
+original's one-hot products, so an out-of-range label contributes 0 as it did there.
+"""
+
+import keras
+from keras import ops
+
+from bert_tf import layers
+
+
+class MaskedLMHead(keras.layers.Layer):
+  """transform (dense + act + LayerNorm), then logits against the tied word embeddings."""
+
+  def __init__(self, config, embedding_table, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    self.embedding_table = embedding_table
+    self.transform = layers.dense(config.hidden_size, config, "transform_dense",
+                                  activation=layers.get_activation(config.hidden_act),
+                                  dtype=self.dtype_policy)
+    self.layer_norm = layers.layer_norm("transform_layer_norm")
+
+  def build(self, input_shape=None):
+    self.transform.build((None, self.config.hidden_size))
+    self.layer_norm.build((None, self.config.hidden_size))
+    self.output_bias = self.add_weight(name="output_bias", shape=(self.config.vocab_size,),
+                                       initializer="zeros")
+    self.built = True
+
+  def call(self, sequence_output, positions):
+    """[B, S, H] states, [B, P] positions -> [B*P, vocab] log-probs (float32)."""
+    gathered = ops.take_along_axis(sequence_output, ops.cast(positions, "int32")[:, :, None],
+                                   axis=1)
+    gathered = ops.reshape(gathered, (-1, self.config.hidden_size))
+    hidden = self.layer_norm(self.transform(gathered))
+    hidden = ops.cast(hidden, self.compute_dtype)
+    table = ops.cast(self.embedding_table, self.compute_dtype)
+    logits = ops.matmul(hidden, ops.transpose(table))
+    logits = ops.cast(logits, "float32") + self.output_bias
+    return ops.log_softmax(logits, axis=-1)
+
+
+class _PooledLogits(keras.layers.Layer):
+  """logits = x @ output_weights^T + output_bias, with weights stored [num_labels, H]."""
+
+  def __init__(self, config, num_labels, stddev, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    self.num_labels = num_labels
+    self.stddev = stddev
+
+  def build(self, input_shape=None):
+    self.output_weights = self.add_weight(
+        name="output_weights", shape=(self.num_labels, self.config.hidden_size),
+        initializer=keras.initializers.TruncatedNormal(stddev=self.stddev))
+    self.output_bias = self.add_weight(name="output_bias", shape=(self.num_labels,),
+                                       initializer="zeros")
+    self.built = True
+
+  def logits(self, x):
+    weights = ops.cast(self.output_weights, self.compute_dtype)
+    logits = ops.matmul(ops.cast(x, self.compute_dtype), ops.transpose(weights))
+    return ops.cast(logits, "float32") + self.output_bias
+
+
+class NextSentenceHead(_PooledLogits):
+  """Is-next / not-next classifier on the pooled output (label 0 = is next)."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(config, 2, config.initializer_range, **kwargs)
+
+  def call(self, pooled_output):
+    """[B, H] -> [B, 2] log-probs."""
+    return ops.log_softmax(self.logits(pooled_output), axis=-1)
+
+
+class ClassificationHead(_PooledLogits):
+  """run_classifier's head: dropout on the pooled output, then a linear layer.
+
+  Quirk kept from the original: the dropout rate is 0.1 in training whatever the
+  config's hidden_dropout_prob says, and the weights use stddev 0.02 whatever its
+  initializer_range says.
+  """
+
+  def __init__(self, config, num_labels, dropout_rate=0.1, **kwargs):
+    super().__init__(config, num_labels, 0.02, **kwargs)
+    self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+  def call(self, pooled_output, training=False):
+    """[B, H] -> [B, num_labels] logits."""
+    return self.logits(self.dropout(pooled_output, training=training))
+
+
+class SpanHead(_PooledLogits):
+  """run_squad's head: per-token start and end logits from the sequence output."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(config, 2, 0.02, **kwargs)
+
+  def call(self, sequence_output):
+    """[B, S, H] -> ([B, S] start logits, [B, S] end logits)."""
+    logits = self.logits(sequence_output)  # [B, S, 2]
+    return logits[:, :, 0], logits[:, :, 1]
+
+
+def _negative_log_likelihood(log_probs, labels):
+  depth = ops.shape(log_probs)[-1]
+  one_hot = ops.one_hot(ops.reshape(ops.cast(labels, "int32"), (-1,)), depth, dtype="float32")
+  return -ops.sum(ops.reshape(log_probs, (-1, depth)) * one_hot, axis=-1)
+
+
+def masked_lm_loss(log_probs, label_ids, label_weights):
+  """Returns (loss, per_example_loss) with loss = sum(w * l) / (sum(w) + 1e-5)."""
+  per_example_loss = _negative_log_likelihood(log_probs, label_ids)
+  weights = ops.reshape(ops.cast(label_weights, "float32"), (-1,))
+  loss = ops.sum(weights * per_example_loss) / (ops.sum(weights) + 1e-5)
+  return loss, per_example_loss
+
+
+def mean_cross_entropy(log_probs, labels):
+  """Returns (mean loss, per_example_loss); next-sentence and classifier losses."""
+  per_example_loss = _negative_log_likelihood(log_probs, labels)
+  return ops.mean(per_example_loss), per_example_loss
+
+
+def span_loss(start_logits, end_logits, start_positions, end_positions):
+  """run_squad's loss: the mean of the start and end cross-entropies."""
+  start_loss, _ = mean_cross_entropy(ops.log_softmax(start_logits, axis=-1), start_positions)
+  end_loss, _ = mean_cross_entropy(ops.log_softmax(end_logits, axis=-1), end_positions)
+  return (start_loss + end_loss) / 2.0

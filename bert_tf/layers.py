@@ -1,0 +1,210 @@
+"""Keras layers reproducing the original `modeling.py` encoder, op for op.
+
+Shapes in comments: B batch, S sequence length, H hidden size, N heads, D = H / N.
+Every weight is created in `build` from the config alone (not from input shapes),
+so a freshly constructed model already has all of Google's variables and a
+checkpoint can be loaded before the first call.
+
+Under a mixed-precision policy the matmuls run in float16/bfloat16 while
+LayerNorm (its own float32 policy), the residual sums feeding it, and the
+attention softmax (with its -10000 mask) run in float32, as in Google's
+and Model Garden's mixed-precision BERT.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+_LAYER_NORM_EPSILON = 1e-12
+
+
+def gelu(x):
+  """The original's tanh approximation of GELU (not the exact erf form)."""
+  return keras.activations.gelu(x, approximate=True)
+
+
+def get_activation(name):
+  """Maps a `hidden_act` string to a function, as the original `get_activation`."""
+  if not isinstance(name, str):
+    return name
+  name = name.lower()
+  if name in ("", "linear"):
+    return None
+  return {"gelu": gelu, "relu": keras.activations.relu, "tanh": keras.activations.tanh}[name]
+
+
+def truncated_normal(initializer_range):
+  """The original `create_initializer`: truncated normal, stddev=initializer_range."""
+  return keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+
+def layer_norm(name):
+  """LayerNorm over the last axis with the original epsilon, always in float32."""
+  return keras.layers.LayerNormalization(axis=-1, epsilon=_LAYER_NORM_EPSILON, name=name,
+                                         dtype="float32")
+
+
+def dense(units, config, name, activation=None, dtype=None):
+  return keras.layers.Dense(units, activation=activation, name=name, dtype=dtype,
+                            kernel_initializer=truncated_normal(config.initializer_range))
+
+
+def attention_bias_from_mask(input_mask, dtype="float32"):
+  """[B, T] 0/1 mask -> additive [B, 1, 1, T] bias: 0 where attended, -10000 elsewhere.
+
+  The original builds a [B, F, T] mask of ones times the input mask and adds
+  `(1 - mask) * -10000` to the scores; broadcasting over heads and query positions
+  gives the same numbers without materialising [B, F, T].
+  """
+  mask = ops.cast(input_mask, dtype)[:, None, None, :]
+  return (1.0 - mask) * -10000.0
+
+
+def create_attention_mask_from_input_mask(from_length, to_mask):
+  """The original's [B, F, T] float mask (kept for API parity and tests)."""
+  to_mask = ops.cast(to_mask, "float32")[:, None, :]
+  return ops.ones((ops.shape(to_mask)[0], from_length, 1), "float32") * to_mask
+
+
+class BertEmbeddings(keras.layers.Layer):
+  """word + token-type + position embeddings, then LayerNorm and dropout."""
+
+  def __init__(self, config, use_one_hot_embeddings=False, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    self.use_one_hot_embeddings = use_one_hot_embeddings
+    self.layer_norm = layer_norm("layer_norm")
+    self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+
+  def build(self, input_shape=None):
+    c = self.config
+    init = truncated_normal(c.initializer_range)
+    self.word_embeddings = self.add_weight(name="word_embeddings", initializer=init,
+                                           shape=(c.vocab_size, c.hidden_size))
+    self.token_type_embeddings = self.add_weight(name="token_type_embeddings", initializer=init,
+                                                 shape=(c.type_vocab_size, c.hidden_size))
+    self.position_embeddings = self.add_weight(name="position_embeddings", initializer=init,
+                                               shape=(c.max_position_embeddings, c.hidden_size))
+    self.layer_norm.build((None, None, c.hidden_size))
+    self.built = True
+
+  def call(self, input_ids, token_type_ids, training=False):
+    """[B, S] ids -> [B, S, H] embedding output (float32)."""
+    c = self.config
+    if self.use_one_hot_embeddings:
+      one_hot = ops.one_hot(input_ids, c.vocab_size, dtype=self.word_embeddings.dtype)
+      output = ops.matmul(one_hot, self.word_embeddings)
+    else:
+      output = ops.take(self.word_embeddings, input_ids, axis=0)
+    # A gather gives exactly the original's one-hot matmul (all other terms are 0).
+    output = output + ops.take(self.token_type_embeddings, token_type_ids, axis=0)
+    seq_length = ops.shape(input_ids)[1]
+    output = output + self.position_embeddings[None, :seq_length, :]
+    output = self.layer_norm(output)
+    return self.dropout(output, training=training)
+
+
+class SelfAttention(keras.layers.Layer):
+  """Multi-head scaled dot-product self-attention with the additive -10000 mask.
+
+  Variables: self/{query,key,value}/{kernel,bias} and output/dense/{kernel,bias}
+  (the output projection is applied in TransformerBlock, as in the original).
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    hidden, policy = config.hidden_size, self.dtype_policy
+    self.query = dense(hidden, config, "query", dtype=policy)
+    self.key = dense(hidden, config, "key", dtype=policy)
+    self.value = dense(hidden, config, "value", dtype=policy)
+    self.dropout = keras.layers.Dropout(config.attention_probs_dropout_prob, dtype=policy)
+
+  def build(self, input_shape=None):
+    shape = (None, None, self.config.hidden_size)
+    for layer in (self.query, self.key, self.value):
+      layer.build(shape)
+    self.built = True
+
+  def _split_heads(self, x):
+    """[B, S, H] -> [B, N, S, D]."""
+    c = self.config
+    shape = ops.shape(x)
+    x = ops.reshape(x, (shape[0], shape[1], c.num_attention_heads, c.head_size))
+    return ops.transpose(x, (0, 2, 1, 3))
+
+  def call(self, hidden_states, input_mask, training=False):
+    """[B, S, H] states, [B, S] 0/1 mask -> [B, S, H] context.
+
+    The mask arrives as integers and becomes the float32 bias here, because Keras
+    would autocast a float bias argument to float16 under mixed precision.
+    """
+    q = self._split_heads(self.query(hidden_states))
+    k = self._split_heads(self.key(hidden_states))
+    v = self._split_heads(self.value(hidden_states))
+    scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, S, S]
+    scores = scores * ops.cast(1.0 / math.sqrt(self.config.head_size), scores.dtype)
+    scores = ops.cast(scores, "float32") + attention_bias_from_mask(input_mask)
+    probs = ops.cast(ops.softmax(scores, axis=-1), q.dtype)
+    probs = self.dropout(probs, training=training)
+    context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
+    shape = ops.shape(context)
+    return ops.reshape(context, (shape[0], shape[1], self.config.hidden_size))
+
+
+class TransformerBlock(keras.layers.Layer):
+  """One post-LayerNorm encoder layer: attention, add & norm, FFN, add & norm."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    policy = self.dtype_policy
+    self.attention = SelfAttention(config, name="attention_self", dtype=policy)
+    self.attention_output = dense(config.hidden_size, config, "attention_output_dense",
+                                  dtype=policy)
+    self.attention_norm = layer_norm("attention_output_layer_norm")
+    self.intermediate = dense(config.intermediate_size, config, "intermediate_dense",
+                              activation=get_activation(config.hidden_act), dtype=policy)
+    self.output_dense = dense(config.hidden_size, config, "output_dense", dtype=policy)
+    self.output_norm = layer_norm("output_layer_norm")
+    self.attention_dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=policy)
+    self.output_dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=policy)
+
+  def build(self, input_shape=None):
+    h, i = self.config.hidden_size, self.config.intermediate_size
+    self.attention.build()
+    self.attention_output.build((None, None, h))
+    self.attention_norm.build((None, None, h))
+    self.intermediate.build((None, None, h))
+    self.output_dense.build((None, None, i))
+    self.output_norm.build((None, None, h))
+    self.built = True
+
+  def call(self, hidden_states, input_mask, training=False):
+    """[B, S, H], [B, S] 0/1 mask -> [B, S, H] (float32)."""
+    context = self.attention(hidden_states, input_mask, training=training)
+    attention_out = self.attention_dropout(self.attention_output(context), training=training)
+    attention_out = self.attention_norm(
+        ops.cast(attention_out, "float32") + ops.cast(hidden_states, "float32"))
+    ffn = self.output_dense(self.intermediate(attention_out))
+    ffn = self.output_dropout(ffn, training=training)
+    return self.output_norm(ops.cast(ffn, "float32") + attention_out)
+
+
+class Pooler(keras.layers.Layer):
+  """tanh dense layer on the first ([CLS]) token: pooler/dense/{kernel,bias}."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    self.dense = dense(config.hidden_size, config, "dense", activation="tanh",
+                       dtype=self.dtype_policy)
+
+  def build(self, input_shape=None):
+    self.dense.build((None, self.config.hidden_size))
+    self.built = True
+
+  def call(self, sequence_output):
+    """[B, S, H] -> [B, H]."""
+    return self.dense(sequence_output[:, 0, :])

@@ -1,0 +1,76 @@
+"""BertModel: the original BERT encoder as a Keras 3 model.
+
+    outputs = BertModel(config)({"input_ids": ids, "input_mask": mask,
+                                 "token_type_ids": types}, training=False)
+
+`input_mask` defaults to all ones and `token_type_ids` to all zeros, as in the
+original. The outputs dict holds `sequence_output` [B, S, H], `pooled_output`
+[B, H], `encoder_outputs` (one [B, S, H] tensor per layer, the original's
+`get_all_encoder_layers()`) and `embedding_output` [B, S, H]. Hidden states are
+float32 under every dtype policy (LayerNorm is their last op).
+"""
+
+import keras
+from keras import ops
+
+from bert_tf import layers
+from bert_tf.config import BertConfig
+from bert_tf.errors import UserInputError
+
+
+class BertModel(keras.Model):
+  """Embeddings, `num_hidden_layers` post-LN transformer blocks and the pooler."""
+
+  def __init__(self, config, use_one_hot_embeddings=False, name="bert", **kwargs):
+    super().__init__(name=name, **kwargs)
+    if not isinstance(config, BertConfig):
+      raise TypeError("BertModel needs a BertConfig, got %s." % type(config).__name__)
+    self.config = config
+    policy = self.dtype_policy
+    self.embeddings = layers.BertEmbeddings(config, use_one_hot_embeddings,
+                                            name="embeddings", dtype=policy)
+    self.encoder_layers = [
+        layers.TransformerBlock(config, name="layer_%d" % i, dtype=policy)
+        for i in range(config.num_hidden_layers)
+    ]
+    self.pooler = layers.Pooler(config, name="pooler", dtype=policy)
+    self.embeddings.build()
+    for block in self.encoder_layers:
+      block.build()
+    self.pooler.build()
+    self.built = True
+
+  def get_embedding_table(self):
+    """The [vocab_size, H] word embeddings, shared with the masked-LM head."""
+    return self.embeddings.word_embeddings
+
+  def call(self, inputs, training=False):
+    if not isinstance(inputs, dict):
+      inputs = {"input_ids": inputs}
+    input_ids = ops.convert_to_tensor(inputs["input_ids"], "int32")
+    seq_length = input_ids.shape[1]
+    if seq_length is not None and seq_length > self.config.max_position_embeddings:
+      raise UserInputError(
+          "Sequence length %d is longer than max_position_embeddings=%d of the BERT config; "
+          "lower --max_seq_length." % (seq_length, self.config.max_position_embeddings))
+    input_mask = inputs.get("input_mask")
+    if input_mask is None:
+      input_mask = ops.ones_like(input_ids)
+    token_type_ids = inputs.get("token_type_ids")
+    if token_type_ids is None:
+      token_type_ids = ops.zeros_like(input_ids)
+    token_type_ids = ops.convert_to_tensor(token_type_ids, "int32")
+
+    embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
+    input_mask = ops.convert_to_tensor(input_mask, "int32")
+    hidden = embedding_output
+    encoder_outputs = []
+    for block in self.encoder_layers:
+      hidden = block(hidden, input_mask, training=training)
+      encoder_outputs.append(hidden)
+    return {
+        "sequence_output": hidden,
+        "pooled_output": ops.cast(self.pooler(hidden), "float32"),
+        "encoder_outputs": encoder_outputs,
+        "embedding_output": embedding_output,
+    }
