@@ -1,0 +1,95 @@
+"""Encoder forward throughput against this machine's float32 matmul peak.
+
+    python benchmarks/encoder_throughput.py [--batch_size 32 --seq_length 128 ...]
+
+Builds BERT-Base (random weights) and times the inference forward pass; measures
+the float32 matmul peak with large square matmuls in the same process, and prints
+sequences/s, achieved GFLOP/s and the ratio to the peak. Prints figures only.
+"""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import bert_tf  # noqa: E402,F401  (TensorFlow environment defaults)
+from absl import app, flags  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from bert_tf.config import BertConfig  # noqa: E402
+from bert_tf.modeling import BertModel  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_integer("batch_size", 32, "Sequences per forward pass.")
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+flags.DEFINE_integer("num_layers", 12, "Encoder layers (BERT-Base: 12).")
+flags.DEFINE_integer("hidden_size", 768, "Hidden size (BERT-Base: 768).")
+flags.DEFINE_integer("num_heads", 12, "Attention heads (BERT-Base: 12).")
+flags.DEFINE_integer("intermediate_size", 3072, "Feed-forward size (BERT-Base: 3072).")
+flags.DEFINE_integer("iterations", 5, "Timed forward passes.")
+flags.DEFINE_integer("matmul_size", 4096, "Side of the square matrices used to measure the peak.")
+flags.DEFINE_bool("jit_compile", False, "Compile the forward pass with XLA.")
+
+
+def forward_flops(batch, seq, layers, hidden, intermediate):
+  """Multiply-adds x 2 of the encoder: projections, FFN and the two attention matmuls."""
+  per_token_dense = 2 * (4 * hidden * hidden + 2 * hidden * intermediate)
+  attention = 2 * 2 * seq * seq * hidden
+  return batch * layers * (seq * per_token_dense + attention)
+
+
+def matmul_peak_gflops(n, repeats=5):
+  a = tf.random.normal((n, n))
+  b = tf.random.normal((n, n))
+  matmul = tf.function(lambda x, y: tf.matmul(x, y))
+  matmul(a, b).numpy()
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    matmul(a, b).numpy()
+    best = min(best, time.perf_counter() - start)
+  return 2 * n ** 3 / best / 1e9
+
+
+def main(_):
+  config = BertConfig(vocab_size=30522, hidden_size=FLAGS.hidden_size,
+                      num_hidden_layers=FLAGS.num_layers, num_attention_heads=FLAGS.num_heads,
+                      intermediate_size=FLAGS.intermediate_size)
+  model = BertModel(config)
+  rng = np.random.default_rng(0)
+  shape = (FLAGS.batch_size, FLAGS.seq_length)
+  inputs = {
+      "input_ids": tf.constant(rng.integers(1000, 30000, shape), tf.int32),
+      "input_mask": tf.ones(shape, tf.int32),
+      "token_type_ids": tf.zeros(shape, tf.int32),
+  }
+  forward = tf.function(lambda x: model(x, training=False)["sequence_output"],
+                        jit_compile=FLAGS.jit_compile)
+  forward(inputs).numpy()
+  times = []
+  for _ in range(FLAGS.iterations):
+    start = time.perf_counter()
+    forward(inputs).numpy()
+    times.append(time.perf_counter() - start)
+  seconds = float(np.median(times))
+  flops = forward_flops(FLAGS.batch_size, FLAGS.seq_length, config.num_hidden_layers,
+                        config.hidden_size, config.intermediate_size)
+  achieved = flops / seconds / 1e9
+  peak = matmul_peak_gflops(FLAGS.matmul_size)
+  print("encoder: L=%d H=%d A=%d I=%d, batch %d x seq %d, float32, jit_compile=%s" %
+        (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
+         config.intermediate_size, FLAGS.batch_size, FLAGS.seq_length, FLAGS.jit_compile))
+  print("oneDNN: TF_ENABLE_ONEDNN_OPTS=%s, threads: %d" %
+        (os.environ.get("TF_ENABLE_ONEDNN_OPTS"), os.cpu_count()))
+  print("forward: %.3f s per batch (median of %d), %.2f sequences/s" %
+        (seconds, FLAGS.iterations, FLAGS.batch_size / seconds))
+  print("achieved: %.1f GFLOP/s (%.1f GFLOP per sequence)" %
+        (achieved, flops / FLAGS.batch_size / 1e9))
+  print("matmul peak (%dx%d float32): %.1f GFLOP/s" % (FLAGS.matmul_size, FLAGS.matmul_size, peak))
+  print("ratio to peak: %.1f%%" % (100 * achieved / peak))
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,42 @@
+"""Progress with rate and ETA for long jobs: a live line on a terminal, log lines otherwise."""
+
+import sys
+import time
+
+
+def _format_seconds(seconds):
+  seconds = int(seconds)
+  return "%d:%02d:%02d" % (seconds // 3600, seconds // 60 % 60, seconds % 60)
+
+
+class Progress:
+  """Call `update(n)` as work is done; prints at most every `interval` seconds."""
+
+  def __init__(self, total, unit, description, stream=None, interval=2.0):
+    self.total, self.unit, self.description = total, unit, description
+    self.stream = stream or sys.stderr
+    self.interval = interval
+    self.done = 0
+    self.start = self._last = time.monotonic()
+    self.live = hasattr(self.stream, "isatty") and self.stream.isatty()
+
+  def update(self, count=1):
+    self.done += count
+    now = time.monotonic()
+    if now - self._last >= self.interval or self.done >= self.total:
+      self._last = now
+      self._print(now)
+
+  def _print(self, now):
+    elapsed = max(now - self.start, 1e-9)
+    rate = self.done / elapsed
+    eta = (self.total - self.done) / rate if rate > 0 else 0
+    line = "%s: %d/%d %s (%.1f %s/s, elapsed %s, ETA %s)" % (
+        self.description, self.done, self.total, self.unit, rate, self.unit,
+        _format_seconds(elapsed), _format_seconds(eta))
+    if self.live:
+      end = "\n" if self.done >= self.total else ""
+      self.stream.write("\r" + line + end)
+    else:
+      self.stream.write(line + "\n")
+    self.stream.flush()

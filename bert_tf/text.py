@@ -1,0 +1,371 @@
+"""In-graph BERT tokenization and input packing (TensorFlow and tensorflow_text ops).
+
+`BertTextTokenizer` gives the same token ids as the pure-Python
+`bert_tf.tokenization.FullTokenizer`, but runs as graph ops, so it works inside
+`tf.data` and inside a SavedModel's `tf.function`, and a SavedModel carries the
+vocabulary and every character table (no path to vocab.txt is kept).
+
+Why no ICU normalisation or `\\p{..}` classes: each library ships its own Unicode
+version (with TF 2.21 / tf-text 2.21: `tf.strings.lower` is Unicode 13 and misses
+the 14.0 case pairs, `tensorflow_text.normalize_utf8` is Unicode 16 and decomposes
+characters that Python 14.0 leaves alone, RE2's classes are Unicode 15), and
+`tensorflow_text`'s own BERT normaliser uses NFKC case folding, which the original
+does not. So every per-character decision is taken from the running Python's
+`unicodedata`, through the predicates of `bert_tf.tokenization` itself, when the
+tokenizer is built, and embedded as constants:
+
+* cleaning (drop NUL, U+FFFD, Cc/Cf except tab/newline/CR) is one `regex_replace`
+  whose class is an explicit list of code point ranges;
+* with `do_lower_case`: a capital sigma in final position becomes U+03C2 by a
+  regex built from Python's own Cased/Case_Ignorable behaviour (what `str.lower()`
+  does), then every code point maps through a table to `NFD(c.lower())`, marks are
+  put in canonical order by a stable sort on the combining class, and Mn code points
+  are dropped;
+* whitespace, punctuation and CJK ideographs split words in one
+  `tensorflow_text.regex_split` with explicit ranges;
+* words over 200 code points become `[UNK]`; the rest go through
+  `tensorflow_text.WordpieceTokenizer`.
+
+Invalid UTF-8 bytes are dropped first, like `bytes.decode("utf-8", "ignore")`.
+
+Known differences from `FullTokenizer`: none found (the golden cases and the random
+property tests in tests/test_text.py all match). A SavedModel keeps the tables of
+the Python that exported it, so it can differ from a later Python whose
+`unicodedata` has a newer Unicode version, exactly as two Pythons differ.
+"""
+
+import collections.abc
+import functools
+import os
+import unicodedata
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from bert_tf import tokenization
+from bert_tf.errors import UserInputError
+
+_MAX_CODE_POINT = 0x10FFFF
+_MAX_WORD_CHARS = 200  # The original WordpieceTokenizer's max_input_chars_per_word.
+_FINAL_SIGMA = "\u03c2"
+
+
+class _UnicodeTables:
+  """Per-character decisions of the Python tokenizer, as code point sets and maps."""
+
+  def __init__(self):
+    # pylint: disable=protected-access
+    chinese = {cp for cp in range(_MAX_CODE_POINT + 1) if tokenization._is_chinese_char(cp)}
+    self.deleted, self.spaces, self.cased, self.ignorable = [], [], [], []
+    split_kept = set(chinese)
+    self.lower_map = {}  # code point -> NFD(lower()) code points, where it differs
+    self.mark_props = {}  # code point -> combining class | 256 if Mn
+    for cp in range(_MAX_CODE_POINT + 1):
+      char = chr(cp)
+      category = unicodedata.category(char)
+      # Unassigned, private-use and surrogate code points are in no class below
+      # and unchanged by lower() and NFD.
+      if category in ("Cn", "Co", "Cs"):
+        continue
+      if cp == 0 or cp == 0xFFFD or tokenization._is_control(char):
+        self.deleted.append(cp)
+        continue
+      # What survives cleaning and splits words in `text.split()`: Zs, \t\n\r and
+      # U+2028/U+2029 (the other Python whitespace is Cc, deleted above).
+      is_space = tokenization._is_whitespace(char) or char.isspace()
+      if is_space:
+        self.spaces.append(cp)
+      elif tokenization._is_punctuation(char):
+        split_kept.add(cp)
+      combining = unicodedata.combining(char)
+      if combining or category == "Mn":
+        self.mark_props[cp] = combining | (256 if category == "Mn" else 0)
+      lowered = unicodedata.normalize("NFD", char.lower())
+      if lowered != char:
+        self.lower_map[cp] = [ord(c) for c in lowered]
+      if is_space or cp in chinese:
+        continue  # Word boundaries in the original, so never sigma context.
+      # Python's capital-sigma rule, probed through str.lower() itself:
+      # "AΣc" gives ς iff c is case-ignorable or not cased; "AΣcA" gives ς iff c
+      # is neither.
+      if ("A\u03a3" + char).lower()[1] != _FINAL_SIGMA:
+        self.cased.append(cp)
+      elif ("A\u03a3" + char + "A").lower()[1] != _FINAL_SIGMA:
+        self.ignorable.append(cp)
+    self.split_kept = sorted(split_kept)
+
+
+@functools.lru_cache(maxsize=None)
+def _unicode_tables():
+  """Built once per process (about a second: it visits every code point)."""
+  return _UnicodeTables()
+
+
+def _ranges(code_points):
+  """Sorted code points -> list of inclusive (first, last) runs."""
+  runs = []
+  for cp in sorted(code_points):
+    if runs and runs[-1][1] == cp - 1:
+      runs[-1][1] = cp
+    else:
+      runs.append([cp, cp])
+  return runs
+
+
+def _char_class(code_points, negate=False):
+  """An RE2 character class listing `code_points` as explicit \\x{..} ranges."""
+  runs = _ranges(code_points)
+  if not runs:
+    return r"[\x{0}-\x{10FFFF}]" if negate else r"[^\x{0}-\x{10FFFF}]"
+  body = "".join(r"\x{%X}" % a if a == b else r"\x{%X}-\x{%X}" % (a, b) for a, b in runs)
+  return "[%s%s]" % ("^" if negate else "", body)
+
+
+def _read_vocab(vocab_file_or_vocab_list):
+  """token -> id; a file is read like the original (duplicates keep the last line)."""
+  source = vocab_file_or_vocab_list
+  if isinstance(source, (str, bytes, os.PathLike)):
+    return tokenization.load_vocab(os.fsdecode(source))
+  if isinstance(source, collections.abc.Mapping):
+    return dict(source)
+  vocab = {}
+  for index, token in enumerate(source):
+    vocab[tokenization.convert_to_unicode(token)] = index
+  if not vocab:
+    raise UserInputError("The vocabulary list is empty.")
+  return vocab
+
+
+def _static_table(keys, values, key_dtype, value_dtype, default):
+  init = tf.lookup.KeyValueTensorInitializer(
+      tf.constant(keys, key_dtype), tf.constant(values, value_dtype))
+  return tf.lookup.StaticHashTable(init, default_value=default)
+
+
+class BertTextTokenizer(tf.Module):
+  """The original BERT FullTokenizer (and input packing) as TensorFlow graph ops.
+
+  Args:
+    vocab_file_or_vocab_list: path of a vocab.txt (read like the original), a
+      sequence of tokens (id = position, a repeated token keeps its last
+      position) or a token -> id mapping.
+    do_lower_case: as in the original; must match the checkpoint.
+  """
+
+  def __init__(self, vocab_file_or_vocab_list, do_lower_case=True, name=None):
+    super().__init__(name=name)
+    vocab = _read_vocab(vocab_file_or_vocab_list)
+    if "[UNK]" not in vocab:
+      raise UserInputError("The vocabulary has no [UNK] token: it is not a BERT "
+                           "WordPiece vocab.")
+    self.do_lower_case = bool(do_lower_case)
+    self.vocab_size = max(vocab.values()) + 1
+    self.unk_id = vocab["[UNK]"]
+    self.cls_id = vocab.get("[CLS]")
+    self.sep_id = vocab.get("[SEP]")
+    self._vocab_table = _static_table(list(vocab.keys()), list(vocab.values()),
+                                      tf.string, tf.int64, -1)
+    self._wordpiece = tf_text.WordpieceTokenizer(
+        self._vocab_table, suffix_indicator="##",
+        max_bytes_per_word=4 * _MAX_WORD_CHARS, token_out_type=tf.string,
+        unknown_token="[UNK]", split_unknown_characters=False)
+
+    tables = _unicode_tables()
+    self._clean_pattern = _char_class(tables.deleted)
+    self._split_pattern = _char_class(tables.spaces + tables.split_kept)
+    self._keep_pattern = _char_class(tables.split_kept)
+    if self.do_lower_case:
+      cased = _char_class(tables.cased)
+      ignorable = _char_class(tables.ignorable)
+      other = _char_class(tables.cased + tables.ignorable, negate=True)
+      self._sigma_pattern = r"(%s%s*)\x{3A3}(%s*(?:%s|$))" % (cased, ignorable, ignorable,
+                                                               other)
+      keys = sorted(tables.lower_map)
+      rows = [tables.lower_map[k] for k in keys]
+      lengths = [len(r) for r in rows]
+      starts = [0]
+      for n in lengths[:-1]:
+        starts.append(starts[-1] + n)
+      self._lower_table = _static_table(keys, list(range(len(keys))), tf.int32, tf.int32,
+                                        -1)
+      self._lower_starts = tf.constant(starts, tf.int32)
+      self._lower_lengths = tf.constant(lengths, tf.int32)
+      self._lower_values = tf.constant([c for r in rows for c in r], tf.int32)
+      marks = sorted(tables.mark_props)
+      self._mark_table = _static_table(marks, [tables.mark_props[k] for k in marks],
+                                       tf.int32, tf.int32, 0)
+
+  # ---------------------------------------------------------------- tokenizing
+
+  def basic_tokenize(self, strings):
+    """The original BasicTokenizer: [batch] strings -> RaggedTensor [batch, (words)]."""
+    strings = _as_string_vector(strings)
+    # Drop invalid UTF-8 (like bytes.decode("utf-8", "ignore")) before RE2 sees it.
+    text = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="ignore")
+    text = tf.strings.regex_replace(text, self._clean_pattern, "")
+    if self.do_lower_case:
+      text = self._lower_and_strip_accents(text)
+    return tf_text.regex_split(text, self._split_pattern, self._keep_pattern)
+
+  def tokenize_to_pieces(self, strings):
+    """Word piece strings, RaggedTensor [batch, (pieces)] (for debugging)."""
+    words = self.basic_tokenize(strings)
+    # The original gives [UNK] for a word over 200 characters; "[UNK]" itself is
+    # the vocab token and cannot be a real word (brackets are punctuation).
+    too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > _MAX_WORD_CHARS
+    words = words.with_flat_values(
+        tf.where(too_long, tf.constant("[UNK]"), words.flat_values))
+    pieces = self._wordpiece.tokenize(words)
+    return pieces.merge_dims(1, 2)
+
+  def tokenize(self, strings):
+    """Token ids, int32 RaggedTensor [batch, (pieces)], as FullTokenizer gives."""
+    pieces = self.tokenize_to_pieces(strings)
+    ids = self._vocab_table.lookup(pieces.flat_values)
+    return pieces.with_flat_values(tf.cast(ids, tf.int32))
+
+  def _lower_and_strip_accents(self, text):
+    """str.lower(), NFD and Mn removal, over whole strings at once.
+
+    Lower-casing whole cleaned strings equals the original's per-word lower-casing
+    because whitespace and CJK characters (the word boundaries) are neither cased
+    nor case-ignorable in the sigma rule, the only context-dependent mapping.
+    """
+    text = tf.strings.regex_replace(text, self._sigma_pattern, "\\1" + _FINAL_SIGMA + "\\2")
+    chars = tf.strings.unicode_decode(text, "UTF-8")
+    cps = chars.flat_values
+    rows = chars.value_rowids()
+    # Each code point expands to its table row (lower-cased NFD), or to itself.
+    index = self._lower_table.lookup(cps)
+    mapped = index >= 0
+    safe = tf.maximum(index, 0)
+    lengths = tf.where(mapped, tf.gather(self._lower_lengths, safe), 1)
+    source = tf.repeat(tf.range(tf.size(cps)), lengths)
+    offset = tf.range(tf.size(source)) - tf.gather(tf.cumsum(lengths, exclusive=True), source)
+    table_pos = tf.gather(tf.gather(self._lower_starts, safe), source) + offset
+    cps = tf.where(
+        tf.gather(mapped, source),
+        tf.gather(self._lower_values, table_pos),
+        tf.gather(cps, source))
+    rows = tf.gather(rows, source)
+    # Canonical ordering: a stable sort by combining class inside each run that
+    # starts at a class-0 character (or a new string). It only matters for the few
+    # non-Mn marks (e.g. Mc viramas) that survive the Mn removal below.
+    props = self._mark_table.lookup(cps)
+    ccc = tf.bitwise.bitwise_and(props, 255)
+    row_start = tf.concat([tf.ones([1], tf.bool)[:tf.size(rows)],
+                           tf.not_equal(rows[1:], rows[:-1])], axis=0)
+    run = tf.cumsum(tf.cast(tf.logical_or(ccc == 0, row_start), tf.int64))
+    order = tf.argsort(run * 256 + tf.cast(ccc, tf.int64), stable=True)
+    cps = tf.gather(cps, order)
+    keep = tf.gather(props, order) < 256
+    chars = tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(cps, keep), tf.boolean_mask(rows, keep),
+        nrows=chars.nrows())
+    return tf.strings.unicode_encode(chars, "UTF-8")
+
+  # ------------------------------------------------------------------ packing
+
+  def encode(self, text_a, text_b=None, seq_length=128):
+    """Tokenizes and packs like the original's convert_single_example.
+
+    Returns a dict of int32 [batch, seq_length] tensors: input_word_ids,
+    input_mask, input_type_ids.
+    """
+    if self.cls_id is None or self.sep_id is None:
+      raise UserInputError("The vocabulary lacks [CLS] or [SEP]; it cannot pack inputs.")
+    segments_a = self.tokenize(text_a)
+    segments_b = None if text_b is None else self.tokenize(text_b)
+    return pack_inputs(segments_a, segments_b, seq_length, self.cls_id, self.sep_id)
+
+  def __call__(self, text_a, text_b=None, seq_length=128):
+    return self.encode(text_a, text_b, seq_length)
+
+
+def _as_string_vector(strings):
+  strings = tf.convert_to_tensor(strings, tf.string)
+  if strings.shape.rank is not None and strings.shape.rank != 1:
+    raise ValueError("Expected a 1-D tensor of strings, got shape %s." % strings.shape)
+  return strings
+
+
+def truncated_lengths(len_a, len_b, max_length):
+  """Lengths the original `_truncate_seq_pair` leaves, without its loop.
+
+  The loop pops from the longer side (b on ties) while la + lb > max_length, so
+  a keeps max(ceil(m / 2), m - lb) tokens at most and b gets the rest of m.
+  Works elementwise on integer tensors (or Python ints).
+  """
+  m = max_length
+  keep_a = tf.minimum(len_a, tf.maximum((m + 1) // 2, m - len_b))
+  keep_b = tf.minimum(len_b, m - keep_a)
+  fits = len_a + len_b <= m
+  return tf.where(fits, len_a, keep_a), tf.where(fits, len_b, keep_b)
+
+
+def pack_inputs(segments_a, segments_b, seq_length, cls_id, sep_id):
+  """Packs token ids like the original's convert_single_example.
+
+  Per row: `[CLS] a [SEP]` (type 0), then `b [SEP]` (type 1) only if that row's
+  b is non-empty after truncation (the original tests `if tokens_b:`); pairs are
+  cut by `_truncate_seq_pair` to seq_length - 3, single segments to
+  seq_length - 2; zero padding.
+
+  Args:
+    segments_a: int RaggedTensor [batch, (tokens)] (a dense Tensor is taken as
+      full rows).
+    segments_b: int RaggedTensor [batch, (tokens)], or None.
+    seq_length: Python int, the padded length.
+    cls_id, sep_id: ids of [CLS] and [SEP].
+
+  Returns:
+    dict of int32 [batch, seq_length]: input_word_ids, input_mask, input_type_ids.
+  """
+  seq_length = int(seq_length)
+  if seq_length < (2 if segments_b is None else 3):
+    raise ValueError("seq_length=%d leaves no room for [CLS] and [SEP]." % seq_length)
+  segments_a = _as_ragged_ids(segments_a)
+  len_a = segments_a.row_lengths()
+  if segments_b is None:
+    segments_b = tf.RaggedTensor.from_row_lengths(
+        tf.zeros([0], tf.int32), tf.zeros_like(len_a), validate=False)
+  segments_b = _as_ragged_ids(segments_b)
+  len_b = segments_b.row_lengths()
+  pair_a, pair_b = truncated_lengths(len_a, len_b, seq_length - 3)
+  is_pair = len_b > 0
+  keep_a = tf.where(is_pair, pair_a, tf.minimum(len_a, seq_length - 2))
+  keep_b = tf.where(is_pair, pair_b, 0)
+  segments_a = _truncate_rows(segments_a, keep_a)
+  segments_b = _truncate_rows(segments_b, keep_b)
+  has_b = tf.cast(keep_b > 0, tf.int64)
+  ones = tf.ones_like(len_a)
+
+  def filled(value, lengths):
+    return tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(lengths)], tf.constant(value, tf.int32)), lengths,
+        validate=False)
+
+  word_ids = tf.concat([filled(cls_id, ones), segments_a, filled(sep_id, ones),
+                        segments_b, filled(sep_id, has_b)], axis=1)
+  type_ids = tf.concat([filled(0, keep_a + 2), filled(1, keep_b + has_b)], axis=1)
+  shape = [None, seq_length]
+  return {
+      "input_word_ids": word_ids.to_tensor(0, shape=shape),
+      "input_mask": tf.ones_like(word_ids).to_tensor(0, shape=shape),
+      "input_type_ids": type_ids.to_tensor(0, shape=shape),
+  }
+
+
+def _as_ragged_ids(ids):
+  """int32 values, int64 row splits (so ragged concat agrees)."""
+  if not isinstance(ids, tf.RaggedTensor):
+    ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+  if ids.ragged_rank != 1:
+    raise ValueError("Expected token ids of shape [batch, (tokens)], got %s." % ids.shape)
+  return tf.cast(ids, tf.int32).with_row_splits_dtype(tf.int64)
+
+
+def _truncate_rows(ragged, keep):
+  """Keeps the first keep[i] items of row i."""
+  position = tf.ragged.range(ragged.row_lengths())
+  return tf.ragged.boolean_mask(ragged, position < tf.expand_dims(keep, 1))

@@ -1,0 +1,82 @@
+"""Extract pre-computed per-token feature vectors from BERT (the paper's section 5.3).
+
+Same flags and JSON-lines output as Google's extract_features.py:
+
+  python extract_features.py --input_file=input.txt --output_file=output.jsonl \
+    --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
+    --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 \
+    --max_seq_length=128 --batch_size=8
+
+Each input line is one example; `sentence A ||| sentence B` makes a pair.
+"""
+
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+from absl import flags, logging
+
+from bert_tf import checkpoints, cli, feature_extraction, tokenization
+from bert_tf.config import BertConfig
+from bert_tf.errors import UserInputError
+from bert_tf.modeling import BertModel
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("input_file", None, "Text file, one example per line; 'a ||| b' for pairs.")
+flags.DEFINE_string("output_file", None, "JSON-lines file to write (replaced only when complete).")
+flags.DEFINE_string("layers", "-1,-2,-3,-4",
+                    "Comma-separated encoder layer indexes to output (-1 is the last layer).")
+flags.DEFINE_string("bert_config_file", None,
+                    "The config json file corresponding to the pre-trained BERT model. "
+                    "This specifies the model architecture.")
+flags.DEFINE_integer("max_seq_length", 128,
+                     "The maximum total input sequence length after WordPiece tokenization. "
+                     "Sequences longer than this will be truncated, and sequences shorter "
+                     "than this will be padded.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Initial checkpoint (usually from a pre-trained BERT model).")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Whether to lower case the input text. Should be True for uncased models and "
+                  "False for cased models.")
+flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; features are computed on the "
+                  "local CPU/GPU devices.")
+flags.DEFINE_string("master", None, "Accepted for compatibility (TPU master address); unused.")
+flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; unused.")
+flags.DEFINE_bool("use_one_hot_embeddings", False,
+                  "If True, word embeddings are looked up with a one-hot matmul (as on TPUs) "
+                  "instead of a gather; the numbers are the same.")
+flags.DEFINE_bool("jit_compile", True, "Compile the forward pass with XLA (faster on CPU).")
+
+
+def main(_):
+  cli.require_flags(FLAGS, "input_file", "vocab_file", "bert_config_file", "init_checkpoint",
+                    "output_file")
+  if FLAGS.use_tpu:
+    logging.warning("--use_tpu is ignored by extract_features; running on local devices.")
+  if FLAGS.batch_size < 1:
+    raise UserInputError("--batch_size must be positive, got %d." % FLAGS.batch_size)
+  config = BertConfig.from_json_file(FLAGS.bert_config_file)
+  layer_indexes = feature_extraction.parse_layer_indexes(FLAGS.layers, config.num_hidden_layers)
+  if FLAGS.max_seq_length > config.max_position_embeddings:
+    raise UserInputError("--max_seq_length=%d exceeds max_position_embeddings=%d in %s." %
+                         (FLAGS.max_seq_length, config.max_position_embeddings,
+                          FLAGS.bert_config_file))
+  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+  if max(tokenizer.vocab.values()) >= config.vocab_size:
+    raise UserInputError("Vocab file %s has ids up to %d but vocab_size is %d in %s: the vocab "
+                         "does not belong to this model." %
+                         (FLAGS.vocab_file, max(tokenizer.vocab.values()), config.vocab_size,
+                          FLAGS.bert_config_file))
+  examples = feature_extraction.read_examples(FLAGS.input_file)
+  encoder = BertModel(config, use_one_hot_embeddings=FLAGS.use_one_hot_embeddings)
+  report = checkpoints.load_checkpoint(FLAGS.init_checkpoint, encoder)
+  logging.info("Loaded %d variables from %s", len(report.loaded), report.checkpoint)
+  count = feature_extraction.extract_features(
+      encoder, tokenizer, examples, FLAGS.output_file, layer_indexes, FLAGS.max_seq_length,
+      FLAGS.batch_size, jit_compile=FLAGS.jit_compile)
+  logging.info("Wrote features of %d examples (layers %s) to %s", count, layer_indexes,
+               FLAGS.output_file)
+
+
+if __name__ == "__main__":
+  cli.run(main)
