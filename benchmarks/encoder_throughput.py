@@ -30,7 +30,8 @@ flags.DEFINE_integer("num_heads", 12, "Attention heads (BERT-Base: 12).")
 flags.DEFINE_integer("intermediate_size", 3072, "Feed-forward size (BERT-Base: 3072).")
 flags.DEFINE_integer("iterations", 5, "Timed forward passes.")
 flags.DEFINE_integer("matmul_size", 4096, "Side of the square matrices used to measure the peak.")
-flags.DEFINE_bool("jit_compile", False, "Compile the forward pass with XLA.")
+flags.DEFINE_bool("jit_compile", True, "Compile the forward pass with XLA (the default of bert_tf's "
+                  "inference paths; --nojit_compile measures plain graph mode).")
 
 
 def forward_flops(batch, seq, layers, hidden, intermediate):
