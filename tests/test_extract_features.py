@@ -117,3 +117,28 @@ def test_command_line_writes_jsonl_and_reports_errors_cleanly(tmp_path):
   assert "missing.txt does not exist" in result.stderr and "Traceback" not in result.stderr
   result = _run("--input_file=%s" % inputs, "--output_file=%s" % out, "--layers=5", *common)
   assert result.returncode == 2 and "out of range for a 2-layer model" in result.stderr
+
+
+def test_command_line_matches_the_original_scripts_output(tmp_path):
+  """Golden JSONL written by the original extract_features.py (see fixtures README)."""
+  golden_dir = os.path.join(ROOT, "tests", "fixtures", "extract_features")
+  out = tmp_path / "features.jsonl"
+  result = _run("--input_file=%s" % os.path.join(golden_dir, "input.txt"),
+                "--output_file=%s" % out, "--vocab_file=%s" % VOCAB_UNCASED,
+                "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+                "--do_lower_case=True", "--layers=-1,0,-2", "--max_seq_length=16",
+                "--batch_size=3")
+  assert result.returncode == 0, result.stderr
+  with open(os.path.join(golden_dir, "original_layers-1,0,-2_seq16.jsonl")) as f:
+    golden = f.read().splitlines()
+  ours = out.read_text().splitlines()
+  assert len(ours) == len(golden) == 8
+  for our_line, golden_line in zip(ours, golden):
+    mine, theirs = json.loads(our_line), json.loads(golden_line)
+    assert list(mine) == list(theirs) == ["linex_index", "features"]
+    assert mine["linex_index"] == theirs["linex_index"]
+    assert [f["token"] for f in mine["features"]] == [f["token"] for f in theirs["features"]]
+    for a, b in zip(mine["features"], theirs["features"]):
+      assert [l["index"] for l in a["layers"]] == [l["index"] for l in b["layers"]]
+      for la, lb in zip(a["layers"], b["layers"]):
+        np.testing.assert_allclose(la["values"], lb["values"], rtol=0, atol=3e-6)
