@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from bert_tf import example_codec
 from bert_tf.errors import UserInputError
+from bert_tf.progress import Progress
 
 MaskedLmInstance = collections.namedtuple("MaskedLmInstance", ["index", "label"])
 
@@ -46,12 +47,12 @@ class TrainingInstance:
 
 
 def read_text_lines(input_file):
-  """Yields (line number, stripped line); lines split on "\\n" as TF's GFile does."""
+  """Yields (stripped line, raw byte count); lines split on "\\n" as TF's GFile does."""
   try:
     with open(input_file, "rb") as f:
       for number, raw in enumerate(f, 1):
         try:
-          yield number, raw.decode("utf-8").strip()
+          yield raw.decode("utf-8").strip(), len(raw)
         except UnicodeDecodeError as e:
           raise UserInputError("Input file %s line %d is not UTF-8 (byte %d); convert the "
                                "corpus to UTF-8." % (input_file, number, e.start + 1)) from None
@@ -60,20 +61,41 @@ def read_text_lines(input_file):
                          input_file) from None
 
 
-def read_documents(input_files, tokenizer):
-  """Word-piece documents: one sentence per line, a blank line ends a document.
+def iter_documents(input_files, tokenizer, progress_description=None):
+  """Yields word-piece documents: one sentence per line, a blank line ends a document.
 
-  Lines that tokenize to nothing are dropped, and so are empty documents.
+  Lines that tokenize to nothing are dropped, and so are empty documents. With a
+  progress description, progress in KiB read is printed to stderr.
   """
-  all_documents = [[]]
+  progress = None
+  if progress_description:
+    total = sum(tf.io.gfile.stat(f).length for f in input_files)
+    progress = Progress(max(1, total // 1024), "KiB", progress_description)
+  pending_bytes = 0
+  document = []
   for input_file in input_files:
-    for _, line in read_text_lines(input_file):
+    for line, size in read_text_lines(input_file):
       if not line:
-        all_documents.append([])
+        if document:
+          yield document
+        document = []
       tokens = tokenizer.tokenize(line)
       if tokens:
-        all_documents[-1].append(tokens)
-  return [d for d in all_documents if d]
+        document.append(tokens)
+      if progress is not None:
+        pending_bytes += size
+        if pending_bytes >= 1 << 20:
+          progress.update(pending_bytes // 1024)
+          pending_bytes %= 1024
+  if document:
+    yield document
+  if progress is not None:
+    progress.update(progress.total - progress.done)
+
+
+def read_documents(input_files, tokenizer, progress_description=None):
+  """All documents of the corpus in memory, as the original holds them."""
+  return list(iter_documents(input_files, tokenizer, progress_description))
 
 
 def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor,
@@ -234,24 +256,78 @@ def instance_to_example(instance, tokenizer, max_seq_length, max_predictions_per
   ])
 
 
+class ExampleFileWriter:
+  """Writes serialized examples round-robin over files, each under a temporary name.
+
+  `commit()` renames them into place once all are complete, so an interrupted run
+  never leaves a truncated file under a requested name.
+  """
+
+  def __init__(self, output_files, progress=None):
+    self.output_files = list(output_files)
+    self.temporary = [f + ".partial" for f in self.output_files]
+    self.writers = [tf.io.TFRecordWriter(f) for f in self.temporary]
+    self.progress = progress
+    self.count = 0
+
+  def write(self, serialized):
+    self.writers[self.count % len(self.writers)].write(serialized)
+    self.count += 1
+    if self.progress is not None:
+      self.progress.update(1)
+
+  def close(self):
+    for writer in self.writers:
+      writer.close()
+
+  def commit(self):
+    self.close()
+    for tmp, final in zip(self.temporary, self.output_files):
+      tf.io.gfile.rename(tmp, final, overwrite=True)
+    return self.count
+
+
 def write_instance_to_example_files(instances, tokenizer, max_seq_length,
                                     max_predictions_per_seq, output_files, progress=None):
-  """Writes the instances round-robin over `output_files`; returns the count.
-
-  Each file is written under a temporary name and renamed when all are complete,
-  so an interrupted run never leaves a truncated file under the requested name.
-  """
-  temporary = [f + ".partial" for f in output_files]
-  writers = [tf.io.TFRecordWriter(f) for f in temporary]
+  """Writes the instances round-robin over `output_files`; returns the count."""
+  writer = ExampleFileWriter(output_files, progress)
   try:
-    for index, instance in enumerate(instances):
-      writers[index % len(writers)].write(
-          instance_to_example(instance, tokenizer, max_seq_length, max_predictions_per_seq))
-      if progress is not None:
-        progress.update(1)
-  finally:
-    for writer in writers:
-      writer.close()
-  for tmp, final in zip(temporary, output_files):
-    tf.io.gfile.rename(tmp, final, overwrite=True)
-  return len(instances)
+    for instance in instances:
+      writer.write(instance_to_example(instance, tokenizer, max_seq_length,
+                                       max_predictions_per_seq))
+  except BaseException:
+    writer.close()
+    raise
+  return writer.commit()
+
+
+def write_sharded(input_files, output_files, documents_per_shard, tokenizer, max_seq_length,
+                  dupe_factor, short_seq_prob, masked_lm_prob, max_predictions_per_seq, rng,
+                  do_whole_word_mask=False):
+  """Bounded-memory mode: each shard of `documents_per_shard` documents is processed
+  like a whole corpus of the original (shuffle, dupe passes, shuffle), with one rng
+  running through all shards. Returns the number of records written."""
+  writer = ExampleFileWriter(output_files, Progress(None, "records", "writing (streaming)"))
+
+  def flush(shard):
+    instances = create_training_instances(
+        None, tokenizer, max_seq_length, dupe_factor, short_seq_prob, masked_lm_prob,
+        max_predictions_per_seq, rng, do_whole_word_mask, documents=shard)
+    for instance in instances:
+      writer.write(instance_to_example(instance, tokenizer, max_seq_length,
+                                       max_predictions_per_seq))
+
+  try:
+    shard = []
+    for document in iter_documents(input_files, tokenizer):
+      shard.append(document)
+      if len(shard) == documents_per_shard:
+        flush(shard)
+        shard = []
+    if shard:
+      flush(shard)
+  except BaseException:
+    writer.close()
+    raise
+  writer.progress.finish()
+  return writer.commit()

@@ -10,7 +10,11 @@ def _format_seconds(seconds):
 
 
 class Progress:
-  """Call `update(n)` as work is done; prints at most every `interval` seconds."""
+  """Call `update(n)` as work is done; prints at most every `interval` seconds.
+
+  `total=None` means the amount of work is unknown: no ETA is shown, and
+  `finish()` prints the final line.
+  """
 
   def __init__(self, total, unit, description, stream=None, interval=2.0):
     self.total, self.unit, self.description = total, unit, description
@@ -23,20 +27,27 @@ class Progress:
   def update(self, count=1):
     self.done += count
     now = time.monotonic()
-    if now - self._last >= self.interval or self.done >= self.total:
+    finished = self.total is not None and self.done >= self.total
+    if now - self._last >= self.interval or finished:
       self._last = now
-      self._print(now)
+      self._print(now, finished)
 
-  def _print(self, now):
+  def finish(self):
+    self._print(time.monotonic(), True)
+
+  def _print(self, now, finished):
     elapsed = max(now - self.start, 1e-9)
     rate = self.done / elapsed
-    eta = (self.total - self.done) / rate if rate > 0 else 0
-    line = "%s: %d/%d %s (%.1f %s/s, elapsed %s, ETA %s)" % (
-        self.description, self.done, self.total, self.unit, rate, self.unit,
-        _format_seconds(elapsed), _format_seconds(eta))
+    if self.total is None:
+      line = "%s: %d %s (%.1f %s/s, elapsed %s)" % (
+          self.description, self.done, self.unit, rate, self.unit, _format_seconds(elapsed))
+    else:
+      eta = (self.total - self.done) / rate if rate > 0 else 0
+      line = "%s: %d/%d %s (%.1f %s/s, elapsed %s, ETA %s)" % (
+          self.description, self.done, self.total, self.unit, rate, self.unit,
+          _format_seconds(elapsed), _format_seconds(eta))
     if self.live:
-      end = "\n" if self.done >= self.total else ""
-      self.stream.write("\r" + line + end)
+      self.stream.write("\r" + line + ("\n" if finished else ""))
     else:
       self.stream.write(line + "\n")
     self.stream.flush()
