@@ -1,0 +1,130 @@
+"""The original optimizer: AdamWeightDecay with linear warmup and linear decay.
+
+Semantics of google-research/bert `optimization.py`, kept exactly:
+
+* learning rate at optimizer step k (k = 0, 1, ...): `init_lr * k / warmup` while
+  k < warmup, else `init_lr * (1 - min(k, N) / N)`; so the first step uses lr 0 and
+  only fills the moments;
+* Adam without bias correction, epsilon added after the square root (1e-6);
+* decoupled weight decay 0.01 (`update += 0.01 * param` before scaling by lr),
+  skipped for variables whose Google name matches LayerNorm, layer_norm or bias;
+* gradients clipped to global norm 1.0 (done by the training loop on the gradients
+  summed over replicas, so several devices update exactly like one device).
+
+The optimizers are Keras optimizers; `variable_names` maps each trainable variable
+to its Google checkpoint name, which is what the weight-decay exclusions match.
+"""
+
+import re
+
+import keras
+from keras import ops
+
+from bert_tf.errors import UserInputError
+
+EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+  """Linear warmup to `init_lr` over `num_warmup_steps`, then linear decay to 0 at
+  `num_train_steps` (the original's polynomial_decay with power 1, no cycling)."""
+
+  def __init__(self, init_lr, num_train_steps, num_warmup_steps):
+    self.init_lr = float(init_lr)
+    self.num_train_steps = int(num_train_steps)
+    self.num_warmup_steps = int(num_warmup_steps)
+
+  def __call__(self, step):
+    step = ops.cast(step, "float32")
+    decay_steps = float(self.num_train_steps)
+    decayed = self.init_lr * (1.0 - ops.minimum(step, decay_steps) / decay_steps)
+    if not self.num_warmup_steps:
+      return decayed
+    warmup = self.init_lr * (step / float(self.num_warmup_steps))
+    is_warmup = ops.cast(step < float(self.num_warmup_steps), "float32")
+    return (1.0 - is_warmup) * decayed + is_warmup * warmup
+
+  def get_config(self):
+    return {"init_lr": self.init_lr, "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps}
+
+
+def excluded_from_weight_decay(name, exclude=EXCLUDE_FROM_WEIGHT_DECAY):
+  """Whether the original skips weight decay for the variable with this Google name."""
+  return any(re.search(pattern, name) for pattern in exclude)
+
+
+class AdamWeightDecay(keras.optimizers.Optimizer):
+  """The original AdamWeightDecayOptimizer as a Keras optimizer.
+
+  Slots are named `adam_m` / `adam_v` like the original's `<param>/adam_m|adam_v`.
+  """
+
+  def __init__(self, learning_rate, variable_names, weight_decay_rate=0.01, beta_1=0.9,
+               beta_2=0.999, epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
+               name="AdamWeightDecay", **kwargs):
+    super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+    self.weight_decay_rate = weight_decay_rate
+    self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+    self._variable_names = dict(variable_names)
+    self._exclude = tuple(exclude_from_weight_decay)
+
+  def build(self, var_list):
+    if self.built:
+      return
+    super().build(var_list)
+    self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
+    # Keyed like Keras keys variables, so mirrored copies find their entry too.
+    self._decays = {self._var_key(v): not excluded_from_weight_decay(name, self._exclude)
+                    for name, v in self._variable_names.items()}
+
+  def _uses_decay(self, variable):
+    return bool(self.weight_decay_rate) and self._decays.get(self._var_key(variable), True)
+
+  def update_step(self, gradient, variable, learning_rate):
+    lr = ops.cast(learning_rate, variable.dtype)
+    gradient = ops.cast(gradient, variable.dtype)
+    index = self._get_variable_index(variable)
+    m, v = self._m[index], self._v[index]
+    next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+    next_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient)
+    update = next_m / (ops.sqrt(next_v) + self.epsilon)
+    if self._uses_decay(variable):
+      update = update + self.weight_decay_rate * variable
+    self.assign(m, next_m)
+    self.assign(v, next_v)
+    self.assign_sub(variable, lr * update)
+
+  def slot_variables(self, variable):
+    """(adam_m, adam_v) of a trainable variable, for Google-layout export."""
+    index = self._get_variable_index(variable)
+    return self._m[index], self._v[index]
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({"weight_decay_rate": self.weight_decay_rate, "beta_1": self.beta_1,
+                   "beta_2": self.beta_2, "epsilon": self.epsilon})
+    return config
+
+
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, variable_names,
+                     optimizer_type="adamw"):
+  """The original `create_optimizer` minus clipping (the loop clips the summed gradients).
+
+  optimizer_type "lamb" uses Keras' LAMB with the same schedule, weight decay rate
+  and exclusions (not in the original code; offered for large-batch pretraining).
+  """
+  if num_train_steps < 1:
+    raise UserInputError("num_train_steps must be positive, got %d." % num_train_steps)
+  if not 0 <= num_warmup_steps:
+    raise UserInputError("num_warmup_steps must be >= 0, got %d." % num_warmup_steps)
+  schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
+  if optimizer_type == "adamw":
+    return AdamWeightDecay(schedule, variable_names)
+  if optimizer_type == "lamb":
+    optimizer = keras.optimizers.Lamb(learning_rate=schedule, beta_1=0.9, beta_2=0.999,
+                                      epsilon=1e-6, weight_decay=0.01)
+    optimizer.exclude_from_weight_decay(
+        var_list=[v for name, v in variable_names.items() if excluded_from_weight_decay(name)])
+    return optimizer
+  raise UserInputError("--optimizer must be adamw or lamb, got %r." % optimizer_type)

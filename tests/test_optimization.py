@@ -1,0 +1,88 @@
+"""AdamWeightDecay + warmup/decay + clipping: the original's 5-step trajectory."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints, optimization, training
+from bert_tf.config import BertConfig
+from bert_tf.tasks.pretraining import PretrainingTask
+from conftest import FIXTURES, TINY_CKPT
+
+OPT = FIXTURES / "optimizer"
+TRAJECTORY = json.loads((OPT / "trajectory.json").read_text())
+BATCH = dict(np.load(OPT / "batch.npz"))
+
+
+def _setup(strategy, accumulation_steps=1):
+  config = BertConfig.from_json_file(str(OPT / "bert_config_nodropout.json"))
+  with strategy.scope():
+    task = PretrainingTask(config)
+    model = task.create_model()
+    checkpoints.load_checkpoint(TINY_CKPT, model.encoder, model.heads)
+    names = checkpoints.variable_map(model.encoder, model.heads)
+    optimizer = optimization.create_optimizer(1e-3, 10, 2, names)
+  step = training.TrainStep(strategy, task, model, optimizer, accumulation_steps)
+  return names, optimizer, step
+
+
+def _iterator(strategy, dataset):
+  return iter(strategy.experimental_distribute_dataset(dataset))
+
+
+def test_learning_rate_schedule_matches_original():
+  schedule = optimization.WarmupLinearDecay(1e-3, 10, 2)
+  want = [entry["learning_rate"] for entry in TRAJECTORY["lr_schedule"]]
+  assert [entry["global_step"] for entry in TRAJECTORY["lr_schedule"]] == list(range(len(want)))
+  got = [float(schedule(k)) for k in range(len(want))]
+  np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+  assert got[0] == 0.0 and got[2] == pytest.approx(8e-4) and got[10] == 0.0 and got[12] == 0.0
+
+
+def test_five_steps_match_the_original_trajectory():
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  names, optimizer, step = _setup(strategy)
+  iterator = _iterator(strategy, tf.data.Dataset.from_tensors(BATCH).repeat())
+  for want in TRAJECTORY["steps"]:
+    out = step.step(iterator)
+    assert float(out["loss"]) == pytest.approx(want["loss_before_step"], abs=1e-5)
+    assert float(out["learning_rate"]) == pytest.approx(want["learning_rate_used"], abs=1e-10)
+    assert float(out["grad_norm"]) == pytest.approx(want["grad_global_norm_before_clip"], abs=1e-4)
+  reference = np.load(OPT / "vars_after_step5.npz")
+  assert int(optimizer.iterations) == int(reference["global_step"]) == 5
+  checked = 0
+  for name, variable in names.items():
+    np.testing.assert_allclose(variable.numpy(), reference[name], rtol=0, atol=1e-4, err_msg=name)
+    if name + "/adam_m" in reference:
+      m, v = optimizer.slot_variables(variable)
+      np.testing.assert_allclose(m.numpy(), reference[name + "/adam_m"], rtol=0, atol=1e-4)
+      np.testing.assert_allclose(v.numpy(), reference[name + "/adam_v"], rtol=0, atol=1e-4)
+      checked += 1
+  assert checked == len(names) - 1  # all but word_embeddings, left out of the reference
+
+
+def test_weight_decay_exclusions_follow_google_names():
+  excluded = optimization.excluded_from_weight_decay
+  assert excluded("bert/embeddings/LayerNorm/gamma")
+  assert excluded("cls/predictions/output_bias")
+  assert excluded("bert/encoder/layer_0/attention/self/query/bias")
+  assert not excluded("bert/embeddings/word_embeddings")
+  assert not excluded("cls/seq_relationship/output_weights")
+
+
+def test_accumulated_micro_batches_update_like_one_big_batch():
+  """Two micro-batches of 2 (with uneven masked-LM weights) == one batch of 4."""
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  big_names, _, big_step = _setup(strategy)
+  small_names, _, small_step = _setup(strategy, accumulation_steps=2)
+  big = _iterator(strategy, tf.data.Dataset.from_tensors(BATCH).repeat())
+  halves = tf.data.Dataset.from_tensor_slices(BATCH).batch(2).repeat()
+  small = _iterator(strategy, halves)
+  for _ in range(3):
+    a, b = big_step.step(big), small_step.step(small)
+    assert float(a["loss"]) == pytest.approx(float(b["loss"]), abs=1e-5)
+  for name in big_names:
+    np.testing.assert_allclose(small_names[name].numpy(), big_names[name].numpy(), rtol=0,
+                               atol=2e-6, err_msg=name)
