@@ -214,8 +214,10 @@ def load_checkpoint(path, encoder=None, heads=(), strict=True):
                     unused=unused + (leftovers if not strict else []))
 
 
-def save_checkpoint(prefix, encoder=None, heads=(), global_step=None):
+def save_checkpoint(prefix, encoder=None, heads=(), global_step=None, extra=None):
   """Writes the variables under Google's names as a TF checkpoint at `prefix`.
+
+  `extra` maps further names to values (e.g. `<name>/adam_m` optimizer slots).
 
   The files are written beside their final names and then renamed, so an
   interrupted save never leaves a half-written checkpoint under `prefix`.
@@ -225,6 +227,9 @@ def save_checkpoint(prefix, encoder=None, heads=(), global_step=None):
   names = variable_map(encoder, heads)
   tensors = [tf.convert_to_tensor(v) for v in names.values()]
   names = list(names)
+  for name, value in (extra or {}).items():
+    names.append(name)
+    tensors.append(tf.convert_to_tensor(value))
   if global_step is not None:
     names.append("global_step")
     tensors.append(tf.constant(int(global_step), tf.int64))

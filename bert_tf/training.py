@@ -17,7 +17,16 @@ halving and skipping the update on an overflow); bfloat16 and float32 need none.
 input position), Google-layout exports, TensorBoard summaries, progress and eval.
 """
 
+import math
+import os
+import time
+
+from absl import logging
 import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf.errors import UserInputError
+from bert_tf.progress import Progress
 
 _LOSS_SCALE_PERIOD = 2000
 
@@ -51,6 +60,27 @@ def _reduce_sum(strategy, per_replica):
   return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
 
+def distribute_batch(strategy, batch):
+  """Splits this worker's batch evenly over its local replicas.
+
+  The loop reads a plain tf.data iterator per worker (unlike a distributed
+  iterator it can be checkpointed, so a resumed run continues at the same record)
+  and hands each local replica its slice.
+  """
+  local_replicas = len(strategy.extended.worker_devices)
+  if strategy.num_replicas_in_sync == 1:
+    return batch
+
+  def slice_for(context):
+    index = context.replica_id_in_sync_group % local_replicas
+    def take(t):
+      size = tf.shape(t)[0] // local_replicas
+      return t[index * size:(index + 1) * size]
+    return tf.nest.map_structure(take, batch)
+
+  return strategy.experimental_distribute_values_from_function(slice_for)
+
+
 class TrainStep:
   """Builds the compiled optimizer step for a task, model and optimizer under a strategy."""
 
@@ -82,7 +112,8 @@ class TrainStep:
 
   def _step(self, iterator):
     strategy = self.strategy
-    batches = [next(iterator) for _ in range(self.accumulation_steps)]
+    batches = [distribute_batch(strategy, next(iterator))
+               for _ in range(self.accumulation_steps)]
     denominators = None
     for batch in batches:
       per_replica = strategy.run(self.task.loss_denominators, args=(batch,))
@@ -113,3 +144,181 @@ class TrainStep:
   def _skip(self):
     self.optimizer.iterations.assign_add(1)  # a skipped step still advances the schedule
     return tf.constant(False)
+
+
+class Trainer:
+  """Runs a task's training and evaluation with checkpoints, resume, exports and summaries.
+
+  Layout of `output_dir`:
+    training_state/ckpt-N   everything needed to resume (weights, optimizer slots,
+                            step, loss scale, input position); the last 3 are kept
+    model.ckpt-N            the same weights in Google's layout (with adam_m/adam_v
+                            and global_step, like the original's checkpoints), plus a
+                            `checkpoint` state file so tf.train.latest_checkpoint works
+    events.out.tfevents.*   TensorBoard: loss, learning rate, gradient norm, steps/s
+  """
+
+  def __init__(self, strategy, task, output_dir, make_optimizer, init_checkpoint=None,
+               accumulation_steps=1, loss_scale=False, jit_compile=False, max_to_keep=3,
+               worker=""):
+    self.strategy = strategy
+    self.task = task
+    self.output_dir = output_dir
+    self.chief = not worker
+    tf.io.gfile.makedirs(output_dir)
+    with strategy.scope():
+      self.model = task.create_model()
+      self.variable_names = checkpoints.variable_map(self.model.encoder, self.model.heads)
+      self.optimizer = make_optimizer(self.variable_names)
+      self.loss_scale = DynamicLossScale() if loss_scale else None
+    self.train_step = TrainStep(strategy, task, self.model, self.optimizer, accumulation_steps,
+                                loss_scale=self.loss_scale, jit_compile=jit_compile)
+    self.init_checkpoint = init_checkpoint
+    self.max_to_keep = max_to_keep
+    # Every worker saves (the save is collective); each into its own folder.
+    self._state_dir = os.path.join(output_dir, "training_state" + ("_" + worker if worker else ""))
+
+  @property
+  def step(self):
+    return int(self.optimizer.iterations.numpy())
+
+  def _checkpoint(self, iterator):
+    items = {"model": self.model, "optimizer": self.optimizer}
+    if iterator is not None:
+      items["input"] = iterator
+    if self.loss_scale is not None:
+      items["loss_scale"] = self.loss_scale
+    return tf.train.Checkpoint(**items)
+
+  def restore_or_initialize(self, iterator=None):
+    """Resumes from output_dir if it holds a training state, else loads init_checkpoint."""
+    checkpoint = self._checkpoint(iterator)
+    latest = tf.train.latest_checkpoint(self._state_dir)
+    if latest:
+      checkpoint.restore(latest).assert_existing_objects_matched()
+      logging.info("Resumed from %s at step %d", latest, self.step)
+      return checkpoint
+    if self.init_checkpoint:
+      report = checkpoints.load_checkpoint(self.init_checkpoint, self.model.encoder,
+                                           self.model.heads)
+      logging.info("Initialized %d variables from %s%s", len(report.loaded), report.checkpoint,
+                   "; heads left as initialized: %s" % ", ".join(report.skipped_heads)
+                   if report.skipped_heads else "")
+    return checkpoint
+
+  def export_google_checkpoint(self, prefix, with_optimizer_slots=True):
+    """Writes the weights (and adam_m/adam_v, global_step) under Google's names."""
+    extra = {}
+    if with_optimizer_slots and hasattr(self.optimizer, "slot_variables"):
+      for name, variable in self.variable_names.items():
+        m, v = self.optimizer.slot_variables(variable)
+        extra[name + "/adam_m"], extra[name + "/adam_v"] = m, v
+    return checkpoints.save_checkpoint(prefix, self.model.encoder, self.model.heads,
+                                       global_step=self.step, extra=extra)
+
+  def _save(self, manager):
+    manager.save(checkpoint_number=self.step)
+    if not self.chief:
+      return
+    prefix = os.path.join(self.output_dir, "model.ckpt-%d" % self.step)
+    self.export_google_checkpoint(prefix)
+    kept = sorted(tf.io.gfile.glob(os.path.join(self.output_dir, "model.ckpt-*.index")),
+                  key=lambda p: int(p.rsplit("-", 1)[1].split(".")[0]))
+    for old in kept[:-self.max_to_keep]:
+      for path in tf.io.gfile.glob(old[:-len(".index")] + ".*"):
+        tf.io.gfile.remove(path)
+    names = [os.path.basename(p[:-len(".index")]) for p in kept[-self.max_to_keep:]]
+    write_checkpoint_state(self.output_dir, names)
+
+  def train(self, dataset, num_train_steps, save_checkpoints_steps, log_steps=100):
+    """Trains to `num_train_steps` optimizer steps, resuming where a previous run stopped."""
+    iterator = iter(dataset)
+    checkpoint = self.restore_or_initialize(iterator)
+    manager = tf.train.CheckpointManager(checkpoint, self._state_dir, self.max_to_keep)
+    writer = (tf.summary.create_file_writer(self.output_dir) if self.chief
+              else tf.summary.create_noop_writer())
+    start_step = self.step
+    if start_step >= num_train_steps:
+      logging.info("Already trained to step %d of %d; nothing to do.", start_step,
+                   num_train_steps)
+      return {}
+    progress = Progress(num_train_steps, "steps", "train", initial=start_step)
+    metrics, last_log, last_time = {}, start_step, time.monotonic()
+    with writer.as_default():
+      while self.step < num_train_steps:
+        try:
+          metrics = self.train_step.step(iterator)
+        except tf.errors.DataLossError as e:
+          raise UserInputError("A training record is corrupt (%s). Check or recreate the "
+                               "input files." % e.message.splitlines()[0]) from None
+        step = self.step
+        loss = float(metrics["loss"])
+        if not math.isfinite(loss) and self.loss_scale is None:
+          raise FloatingPointError("Loss became %s at step %d; lower --learning_rate." %
+                                   (loss, step))
+        progress.update(1, info="loss %.4f" % loss)
+        if step - last_log >= log_steps or step == num_train_steps:
+          now = time.monotonic()
+          tf.summary.scalar("loss", loss, step=step)
+          tf.summary.scalar("learning_rate", float(metrics["learning_rate"]), step=step)
+          tf.summary.scalar("grad_norm", float(metrics["grad_norm"]), step=step)
+          tf.summary.scalar("steps_per_second", (step - last_log) / (now - last_time), step=step)
+          if self.loss_scale is not None:
+            tf.summary.scalar("loss_scale", float(self.loss_scale.scale.numpy()), step=step)
+          logging.info("step %d: loss %.6f, lr %.3g", step, loss, float(metrics["learning_rate"]))
+          last_log, last_time = step, now
+        if step % save_checkpoints_steps == 0 and step < num_train_steps:
+          self._save(manager)
+      self._save(manager)
+    writer.flush()
+    return {k: float(v) for k, v in metrics.items()}
+
+  def evaluate(self, dataset, max_steps=None):
+    """Metrics as ratios of summed (sum, count) pairs, plus `loss` and `global_step`."""
+    @tf.function
+    def eval_step(features):
+      def replica(features):
+        sums = self.task.eval_sums(self.model, features)
+        denominators = self.task.loss_denominators(features)
+        numerators = self.task.loss_numerators(self.model, features, training=False)
+        loss = tf.add_n([numerators[k] / (denominators[k] + self.task.loss_epsilons[k])
+                         for k in sorted(numerators)])
+        return sums, loss
+      sums, loss = self.strategy.run(replica, args=(features,))
+      return (tf.nest.map_structure(lambda t: _reduce_sum(self.strategy, t), sums),
+              self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None))
+
+    totals, losses, steps = {}, [], 0
+    for features in dataset:
+      if max_steps is not None and steps >= max_steps:
+        break
+      sums, loss = eval_step(distribute_batch(self.strategy, features))
+      for name, (total, count) in sums.items():
+        previous = totals.get(name, (0.0, 0.0))
+        totals[name] = (previous[0] + float(total), previous[1] + float(count))
+      losses.append(float(loss))
+      steps += 1
+    if not steps:
+      raise UserInputError("The evaluation data produced no batch (fewer records than "
+                           "--eval_batch_size?).")
+    result = {name: total / count if count else 0.0 for name, (total, count) in totals.items()}
+    result["loss"] = sum(losses) / len(losses)
+    result["global_step"] = self.step
+    return result
+
+
+def write_checkpoint_state(folder, names):
+  """The `checkpoint` state file TF1 tools read (tf.train.latest_checkpoint), atomically."""
+  text = 'model_checkpoint_path: "%s"\n' % names[-1]
+  text += "".join('all_model_checkpoint_paths: "%s"\n' % n for n in names)
+  tmp = os.path.join(folder, "checkpoint.tmp")
+  with tf.io.gfile.GFile(tmp, "w") as f:
+    f.write(text)
+  tf.io.gfile.rename(tmp, os.path.join(folder, "checkpoint"), overwrite=True)
+
+
+def write_results(path, results):
+  """The original's eval_results.txt: `key = value` lines in sorted key order."""
+  with tf.io.gfile.GFile(path, "w") as f:
+    for key in sorted(results):
+      f.write("%s = %s\n" % (key, results[key]))

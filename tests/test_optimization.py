@@ -29,7 +29,7 @@ def _setup(strategy, accumulation_steps=1):
 
 
 def _iterator(strategy, dataset):
-  return iter(strategy.experimental_distribute_dataset(dataset))
+  return iter(dataset)
 
 
 def test_learning_rate_schedule_matches_original():

@@ -80,12 +80,11 @@ class PretrainingTask:
     mlm_loss, nsp_loss = self._per_example(outputs, features)
     weights = ops.reshape(ops.cast(features["masked_lm_weights"], "float32"), (-1,))
     mlm_ids = ops.reshape(ops.cast(features["masked_lm_ids"], "int32"), (-1,))
-    mlm_correct = ops.cast(
-        ops.argmax(outputs["masked_lm_log_probs"], axis=-1) == ops.cast(mlm_ids, "int64"),
-        "float32")
-    nsp_labels = ops.reshape(ops.cast(features["next_sentence_labels"], "int64"), (-1,))
-    nsp_correct = ops.cast(ops.argmax(outputs["next_sentence_log_probs"], axis=-1) == nsp_labels,
-                           "float32")
+    mlm_predictions = ops.cast(ops.argmax(outputs["masked_lm_log_probs"], axis=-1), "int32")
+    mlm_correct = ops.cast(mlm_predictions == mlm_ids, "float32")
+    nsp_labels = ops.reshape(ops.cast(features["next_sentence_labels"], "int32"), (-1,))
+    nsp_predictions = ops.cast(ops.argmax(outputs["next_sentence_log_probs"], axis=-1), "int32")
+    nsp_correct = ops.cast(nsp_predictions == nsp_labels, "float32")
     count = ops.cast(ops.shape(nsp_labels)[0], "float32")
     return {
         "masked_lm_accuracy": (ops.sum(weights * mlm_correct), ops.sum(weights)),

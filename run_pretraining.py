@@ -1,0 +1,149 @@
+"""Pretrain BERT with masked LM and next sentence prediction (paper section 3.1, appendix A).
+
+Same flags as Google's run_pretraining.py, plus distribution, precision, XLA,
+gradient accumulation and optimizer choice:
+
+  python run_pretraining.py --input_file=/tmp/tf_examples.tfrecord --output_dir=/tmp/pretraining \
+    --do_train=True --do_eval=True --bert_config_file=$BERT_DIR/bert_config.json \
+    --train_batch_size=32 --max_seq_length=128 --max_predictions_per_seq=20 \
+    --num_train_steps=20 --num_warmup_steps=10 --learning_rate=2e-5
+
+Re-running the same command resumes from the last checkpoint in --output_dir.
+"""
+
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+from absl import flags, logging
+import keras
+import tensorflow as tf
+
+from bert_tf import cli, distribution, input_pipeline, optimization, training
+from bert_tf.config import BertConfig
+from bert_tf.errors import UserInputError
+from bert_tf.tasks.pretraining import PretrainingTask
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("bert_config_file", None,
+                    "The config json file corresponding to the pre-trained BERT model. "
+                    "This specifies the model architecture.")
+flags.DEFINE_string("input_file", None,
+                    "Input TF example files (can be a glob or comma separated).")
+flags.DEFINE_string("output_dir", None,
+                    "The output directory where the model checkpoints will be written.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Initial checkpoint (usually from a pre-trained BERT model).")
+flags.DEFINE_integer("max_seq_length", 128,
+                     "The maximum total input sequence length after WordPiece tokenization. "
+                     "Must match the data.")
+flags.DEFINE_integer("max_predictions_per_seq", 20,
+                     "Maximum number of masked LM predictions per sequence. Must match the data.")
+flags.DEFINE_bool("do_train", False, "Whether to run training.")
+flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training (per optimizer step).")
+flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
+flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+flags.DEFINE_integer("iterations_per_loop", 1000,
+                     "How often to log and write summaries (the original's TPU loop size).")
+flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --distribution_strategy=tpu).")
+flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
+flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located in.")
+flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud TPU-enabled project.")
+flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
+flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores.")
+flags.DEFINE_enum("distribution_strategy", None, distribution.STRATEGIES,
+                  "How to use the hardware (default: one_device, or tpu with --use_tpu).")
+flags.DEFINE_integer("cpu_devices", 1,
+                     "With --distribution_strategy=mirrored and no GPU: split the CPU into this "
+                     "many logical devices (for testing multi-device code paths).")
+flags.DEFINE_enum("mixed_precision", None, ["float16", "bfloat16"],
+                  "Run matmuls in this type (LayerNorm, softmax and variables stay float32).")
+flags.DEFINE_bool("jit_compile", False, "Compile the forward/backward pass with XLA.")
+flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                     "Split each train batch into this many micro-batches; the update equals "
+                     "that of the whole batch.")
+flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
+                  "adamw: the original AdamWeightDecay. lamb: LAMB with the same schedule.")
+flags.DEFINE_integer("shuffle_seed", 12345, "Seed of the training input shuffles.")
+
+
+def check_flags(strategy):
+  if not FLAGS.do_train and not FLAGS.do_eval:
+    raise UserInputError("At least one of `do_train` or `do_eval` must be True.")
+  replicas = strategy.num_replicas_in_sync
+  micro = FLAGS.gradient_accumulation_steps
+  if micro < 1:
+    raise UserInputError("--gradient_accumulation_steps must be at least 1.")
+  if FLAGS.train_batch_size % (micro * replicas):
+    raise UserInputError("--train_batch_size=%d must be divisible by --gradient_accumulation_steps"
+                         " (%d) times the number of replicas (%d)." %
+                         (FLAGS.train_batch_size, micro, replicas))
+  if FLAGS.eval_batch_size % replicas:
+    raise UserInputError("--eval_batch_size=%d must be divisible by the number of replicas (%d)." %
+                         (FLAGS.eval_batch_size, replicas))
+  if FLAGS.save_checkpoints_steps < 1:
+    raise UserInputError("--save_checkpoints_steps must be positive.")
+
+
+def main(_):
+  cli.require_flags(FLAGS, "bert_config_file", "input_file", "output_dir")
+  config = BertConfig.from_json_file(FLAGS.bert_config_file)
+  if FLAGS.max_seq_length > config.max_position_embeddings:
+    raise UserInputError("--max_seq_length=%d exceeds max_position_embeddings=%d of %s." %
+                         (FLAGS.max_seq_length, config.max_position_embeddings,
+                          FLAGS.bert_config_file))
+  strategy_name = FLAGS.distribution_strategy or ("tpu" if FLAGS.use_tpu else "one_device")
+  strategy = distribution.get_strategy(strategy_name, FLAGS.cpu_devices, FLAGS.tpu_name,
+                                       FLAGS.tpu_zone, FLAGS.gcp_project, FLAGS.master)
+  check_flags(strategy)
+  keras.utils.set_random_seed(FLAGS.shuffle_seed)  # weight init and dropout; after device setup
+  input_files = input_pipeline.expand_files(FLAGS.input_file)
+  features = input_pipeline.pretraining_features(FLAGS.max_seq_length,
+                                                 FLAGS.max_predictions_per_seq)
+  input_pipeline.check_record_files(input_files, features)
+  logging.info("Input files: %s", ", ".join(input_files))
+  logging.info("Strategy: %s with %d replica(s)", strategy_name, strategy.num_replicas_in_sync)
+
+  dtype = "mixed_" + FLAGS.mixed_precision if FLAGS.mixed_precision else None
+  task = PretrainingTask(config, use_one_hot_embeddings=strategy_name == "tpu", dtype=dtype)
+  trainer = training.Trainer(
+      strategy, task, FLAGS.output_dir,
+      lambda names: optimization.create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps,
+                                                  FLAGS.num_warmup_steps, names, FLAGS.optimizer),
+      init_checkpoint=FLAGS.init_checkpoint,
+      accumulation_steps=FLAGS.gradient_accumulation_steps,
+      loss_scale=FLAGS.mixed_precision == "float16", jit_compile=FLAGS.jit_compile,
+      worker=distribution.worker_name(strategy))
+  with tf.io.gfile.GFile(tf.io.gfile.join(FLAGS.output_dir, "bert_config.json"), "w") as f:
+    f.write(config.to_json_string())
+
+  if FLAGS.do_train:
+    micro_batch = FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps
+    dataset = input_pipeline.record_dataset(input_files, features, micro_batch, is_training=True,
+                                            seed=FLAGS.shuffle_seed)
+    logging.info("***** Running training: batch %d, %d steps *****", FLAGS.train_batch_size,
+                 FLAGS.num_train_steps)
+    trainer.train(dataset, FLAGS.num_train_steps, FLAGS.save_checkpoints_steps,
+                  log_steps=FLAGS.iterations_per_loop)
+
+  if FLAGS.do_eval:
+    if not FLAGS.do_train:
+      trainer.restore_or_initialize()
+    dataset = input_pipeline.record_dataset(input_files, features, FLAGS.eval_batch_size,
+                                            is_training=False, repeat=True, drop_remainder=True)
+    logging.info("***** Running evaluation: batch %d, %d steps *****", FLAGS.eval_batch_size,
+                 FLAGS.max_eval_steps)
+    result = trainer.evaluate(dataset, FLAGS.max_eval_steps)
+    if trainer.chief:
+      path = tf.io.gfile.join(FLAGS.output_dir, "eval_results.txt")
+      training.write_results(path, result)
+      for key in sorted(result):
+        logging.info("  %s = %s", key, result[key])
+      logging.info("Wrote %s", path)
+
+
+if __name__ == "__main__":
+  cli.run(main)

@@ -1,0 +1,223 @@
+"""run_pretraining: eval metrics, resume after SIGKILL, mirrored == one device, bad input."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import optimization, training
+from bert_tf.config import BertConfig
+from bert_tf.tasks.pretraining import PretrainingTask
+from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
+FORWARD = FIXTURES / "model_forward"
+
+
+def _python(script, *args, env=None, timeout=300):
+  return subprocess.run([sys.executable, os.path.join(ROOT, script), *args], capture_output=True,
+                        text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="module")
+def seq64_data(tmp_path_factory):
+  """Two TFRecord files of seq-64 pretraining data made from the reference corpus."""
+  folder = tmp_path_factory.mktemp("data")
+  files = [str(folder / "a.tfrecord"), str(folder / "b.tfrecord")]
+  result = _python("create_pretraining_data.py",
+                   "--input_file=%s" % (FIXTURES / "pretraining_data" / "corpus.txt"),
+                   "--output_file=%s" % ",".join(files), "--vocab_file=%s" % VOCAB_UNCASED,
+                   "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=1")
+  assert result.returncode == 0, result.stderr
+  return ",".join(files)
+
+
+def _pretrain_args(data, output_dir, *extra):
+  return ["--input_file=%s" % data, "--output_dir=%s" % output_dir,
+          "--bert_config_file=%s" % NODROPOUT_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+          "--max_seq_length=64", "--max_predictions_per_seq=10", "--learning_rate=1e-3",
+          "--num_warmup_steps=2", "--iterations_per_loop=1", *extra]
+
+
+def _weights(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
+
+
+def _assert_same_weights(a, b, atol):
+  wa, wb = _weights(a), _weights(b)
+  assert sorted(wa) == sorted(wb)
+  for name in wa:
+    np.testing.assert_allclose(wa[name], wb[name], rtol=0, atol=atol, err_msg=name)
+
+
+def test_eval_metrics_match_the_original_metric_fn():
+  meta = json.loads((FORWARD / "pretrain_heads_forward.json").read_text())["eval_model_fn_set_A"]
+  ref = np.load(FORWARD / "pretrain_heads_forward.npz")
+  features = {
+      "input_ids": ref["A.in.input_ids"], "input_mask": ref["A.in.input_mask"],
+      "segment_ids": ref["A.in.segment_ids"], "masked_lm_positions": ref["A.in.masked_lm_positions"],
+      "masked_lm_ids": ref["A.in.masked_lm_ids"], "masked_lm_weights": ref["A.in.masked_lm_weights"],
+      "next_sentence_labels": ref["A.in.next_sentence_labels"][:, None]}
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  task = PretrainingTask(BertConfig.from_json_file(TINY_CONFIG))
+  trainer = training.Trainer(strategy, task, "/tmp/unused-eval-dir",
+                             lambda names: optimization.create_optimizer(1e-3, 10, 1, names),
+                             init_checkpoint=TINY_CKPT)
+  trainer.restore_or_initialize()
+  result = trainer.evaluate(tf.data.Dataset.from_tensors(features))
+  for key, want in meta["metrics"].items():
+    assert result[key] == pytest.approx(want, abs=1e-4), key
+  assert result["loss"] == pytest.approx(meta["total_loss"], abs=1e-4)
+  assert result["global_step"] == 0
+
+
+def test_train_eval_and_google_layout_outputs(seq64_data, tmp_path):
+  out = tmp_path / "run"
+  result = _python("run_pretraining.py", *_pretrain_args(
+      seq64_data, out, "--do_train", "--do_eval", "--train_batch_size=8", "--num_train_steps=4",
+      "--save_checkpoints_steps=2", "--max_eval_steps=3", "--eval_batch_size=4"))
+  assert result.returncode == 0, result.stderr
+  assert "train: 4/4 steps" in result.stderr
+  lines = (out / "eval_results.txt").read_text().splitlines()
+  assert [l.split(" = ")[0] for l in lines] == ["global_step", "loss", "masked_lm_accuracy",
+                                                "masked_lm_loss", "next_sentence_accuracy",
+                                                "next_sentence_loss"]
+  assert lines[0] == "global_step = 4"
+  assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-4")
+  exported = _weights(str(out / "model.ckpt-4"))
+  assert exported["global_step"] == 4
+  assert "bert/encoder/layer_1/output/dense/kernel/adam_m" in exported
+  assert len([n for n in exported if not n.endswith(("adam_m", "adam_v"))]) == 46 + 1
+  assert list(out.glob("events.out.tfevents.*"))
+  # A finished run given the same command again does nothing and changes nothing.
+  again = _python("run_pretraining.py", *_pretrain_args(
+      seq64_data, out, "--do_train", "--train_batch_size=8", "--num_train_steps=4",
+      "--save_checkpoints_steps=2"))
+  assert again.returncode == 0 and "nothing to do" in again.stderr
+
+
+def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path):
+  args = ["--do_train", "--train_batch_size=4", "--num_train_steps=10", "--save_checkpoints_steps=2"]
+  straight = tmp_path / "straight"
+  assert _python("run_pretraining.py", *_pretrain_args(seq64_data, straight, *args)).returncode == 0
+
+  killed = tmp_path / "killed"
+  command = [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
+             *_pretrain_args(seq64_data, killed, *args)]
+  process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  deadline = time.monotonic() + 240
+  while not list((killed / "training_state").glob("ckpt-4.index")) if killed.exists() else True:
+    assert time.monotonic() < deadline and process.poll() is None, "no checkpoint appeared"
+    time.sleep(0.05)
+  process.send_signal(signal.SIGKILL)
+  process.wait()
+  assert not (killed / "model.ckpt-10.index").exists()
+  resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+  assert resumed.returncode == 0, resumed.stderr
+  assert "Resumed from" in resumed.stderr
+  _assert_same_weights(str(straight / "model.ckpt-10"), str(killed / "model.ckpt-10"), atol=1e-6)
+
+
+def test_mirrored_on_two_cpus_equals_one_device(seq64_data, tmp_path):
+  common = ["--do_train", "--train_batch_size=8", "--num_train_steps=3", "--save_checkpoints_steps=3"]
+  one = tmp_path / "one"
+  two = tmp_path / "two"
+  r1 = _python("run_pretraining.py", *_pretrain_args(seq64_data, one, *common))
+  r2 = _python("run_pretraining.py", *_pretrain_args(
+      seq64_data, two, *common, "--distribution_strategy=mirrored", "--cpu_devices=2"))
+  assert r1.returncode == 0, r1.stderr
+  assert r2.returncode == 0, r2.stderr
+  assert "mirrored with 2 replica(s)" in r2.stderr
+  _assert_same_weights(str(one / "model.ckpt-3"), str(two / "model.ckpt-3"), atol=2e-6)
+
+
+def test_gradient_accumulation_flag_equals_the_full_batch(seq64_data, tmp_path):
+  common = ["--do_train", "--train_batch_size=8", "--num_train_steps=2", "--save_checkpoints_steps=2"]
+  full, accumulated = tmp_path / "full", tmp_path / "acc"
+  assert _python("run_pretraining.py", *_pretrain_args(seq64_data, full, *common)).returncode == 0
+  result = _python("run_pretraining.py", *_pretrain_args(
+      seq64_data, accumulated, *common, "--gradient_accumulation_steps=2"))
+  assert result.returncode == 0, result.stderr
+  _assert_same_weights(str(full / "model.ckpt-2"), str(accumulated / "model.ckpt-2"), atol=2e-6)
+
+
+def _free_ports(count):
+  import socket
+  sockets = [socket.socket() for _ in range(count)]
+  for s in sockets:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def test_multi_worker_mirrored_runs_with_two_local_workers(seq64_data, tmp_path):
+  ports = _free_ports(2)
+  cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
+  out = tmp_path / "mw"
+  processes = []
+  for index in range(2):
+    env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster,
+                                                  "task": {"type": "worker", "index": index}}))
+    processes.append(subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
+         *_pretrain_args(seq64_data, out, "--do_train", "--train_batch_size=8",
+                         "--num_train_steps=2", "--save_checkpoints_steps=2",
+                         "--distribution_strategy=multi_worker_mirrored")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
+  outputs = []
+  try:
+    for process in processes:
+      outputs.append(process.communicate(timeout=240)[0])
+  finally:
+    for process in processes:
+      if process.poll() is None:
+        process.kill()
+  assert [p.returncode for p in processes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+  assert "multi_worker_mirrored with 2 replica(s)" in outputs[0]
+  assert _weights(str(out / "model.ckpt-2"))["global_step"] == 2
+
+
+def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path):
+  out = tmp_path / "bad"
+  base = ["--do_train", "--train_batch_size=4", "--num_train_steps=2"]
+  result = _python("run_pretraining.py", *_pretrain_args(str(tmp_path / "none*.tfrecord"), out, *base))
+  assert result.returncode == 2 and "No file matches --input_file" in result.stderr
+
+  empty = tmp_path / "empty.tfrecord"
+  empty.write_bytes(b"")
+  result = _python("run_pretraining.py", *_pretrain_args(str(empty), out, *base))
+  assert result.returncode == 2 and "empty.tfrecord has no records" in result.stderr
+
+  first = seq64_data.split(",")[0]
+  args = _pretrain_args(first, out, *base)
+  args = [a for a in args if not a.startswith("--max_seq_length")] + ["--max_seq_length=32"]
+  result = _python("run_pretraining.py", *args)
+  assert result.returncode == 2
+  assert "feature input_ids has length 64, expected 32" in result.stderr
+
+  corrupt = tmp_path / "corrupt.tfrecord"
+  data = bytearray(open(first, "rb").read())
+  data[30:60] = b"\xff" * 30
+  corrupt.write_bytes(bytes(data))
+  result = _python("run_pretraining.py", *_pretrain_args(str(corrupt), out, *base))
+  assert result.returncode == 2 and "corrupt.tfrecord" in result.stderr
+
+  wide = tmp_path / "wide_config.json"
+  config = json.loads(open(NODROPOUT_CONFIG).read())
+  config["hidden_size"] = 64
+  wide.write_text(json.dumps(config))
+  args = [a for a in _pretrain_args(first, out, *base) if not a.startswith("--bert_config_file")]
+  result = _python("run_pretraining.py", *args, "--bert_config_file=%s" % wide)
+  assert result.returncode == 2 and "does not match the model" in result.stderr
+  assert "shape mismatch" in result.stderr and "Traceback" not in result.stderr
+  assert not list(out.glob("model.ckpt-*")) and not (out / "training_state").exists()
