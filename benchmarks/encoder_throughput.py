@@ -4,20 +4,22 @@
 
 Builds BERT-Base (random weights) and times the inference forward pass; measures
 the float32 matmul peak with large square matmuls in the same process, and prints
-sequences/s, achieved GFLOP/s and the ratio to the peak. Prints figures only.
+sequences/s, achieved GFLOP/s and the ratio to the peak. Both are best-of-N timings
+(the peak itself varies by about 10% between runs on a shared 2-core machine).
+Prints figures only.
 """
 
 import os
 import sys
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # noqa: E402
 
 import bert_tf  # noqa: E402,F401  (TensorFlow environment defaults)
 from absl import app, flags  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks.common import best_seconds, forward_flops, matmul_peak_gflops  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.modeling import BertModel  # noqa: E402
 
@@ -34,26 +36,6 @@ flags.DEFINE_bool("jit_compile", True, "Compile the forward pass with XLA (the d
                   "inference paths; --nojit_compile measures plain graph mode).")
 
 
-def forward_flops(batch, seq, layers, hidden, intermediate):
-  """Multiply-adds x 2 of the encoder: projections, FFN and the two attention matmuls."""
-  per_token_dense = 2 * (4 * hidden * hidden + 2 * hidden * intermediate)
-  attention = 2 * 2 * seq * seq * hidden
-  return batch * layers * (seq * per_token_dense + attention)
-
-
-def matmul_peak_gflops(n, repeats=5):
-  a = tf.random.normal((n, n))
-  b = tf.random.normal((n, n))
-  matmul = tf.function(lambda x, y: tf.matmul(x, y))
-  matmul(a, b).numpy()
-  best = float("inf")
-  for _ in range(repeats):
-    start = time.perf_counter()
-    matmul(a, b).numpy()
-    best = min(best, time.perf_counter() - start)
-  return 2 * n ** 3 / best / 1e9
-
-
 def main(_):
   config = BertConfig(vocab_size=30522, hidden_size=FLAGS.hidden_size,
                       num_hidden_layers=FLAGS.num_layers, num_attention_heads=FLAGS.num_heads,
@@ -68,13 +50,7 @@ def main(_):
   }
   forward = tf.function(lambda x: model(x, training=False)["sequence_output"],
                         jit_compile=FLAGS.jit_compile)
-  forward(inputs).numpy()
-  times = []
-  for _ in range(FLAGS.iterations):
-    start = time.perf_counter()
-    forward(inputs).numpy()
-    times.append(time.perf_counter() - start)
-  seconds = float(np.median(times))
+  seconds = best_seconds(lambda: forward(inputs).numpy(), FLAGS.iterations)
   flops = forward_flops(FLAGS.batch_size, FLAGS.seq_length, config.num_hidden_layers,
                         config.hidden_size, config.intermediate_size)
   achieved = flops / seconds / 1e9
@@ -84,7 +60,7 @@ def main(_):
          config.intermediate_size, FLAGS.batch_size, FLAGS.seq_length, FLAGS.jit_compile))
   print("oneDNN: TF_ENABLE_ONEDNN_OPTS=%s, threads: %d" %
         (os.environ.get("TF_ENABLE_ONEDNN_OPTS"), os.cpu_count()))
-  print("forward: %.3f s per batch (median of %d), %.2f sequences/s" %
+  print("forward: %.3f s per batch (best of %d), %.2f sequences/s" %
         (seconds, FLAGS.iterations, FLAGS.batch_size / seconds))
   print("achieved: %.1f GFLOP/s (%.1f GFLOP per sequence)" %
         (achieved, flops / FLAGS.batch_size / 1e9))

@@ -11,7 +11,6 @@ peak measured in the same run. Prints figures only.
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -20,8 +19,8 @@ from absl import app, flags  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks.encoder_throughput import forward_flops, matmul_peak_gflops  # noqa: E402
-from bert_tf import optimization, training  # noqa: E402
+from benchmarks.common import best_seconds, forward_flops, matmul_peak_gflops  # noqa: E402
+from bert_tf import checkpoints, optimization, training  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.tasks.pretraining import PretrainingTask  # noqa: E402
 
@@ -52,20 +51,14 @@ def time_steps(jit_compile):
   task = PretrainingTask(config)
   with strategy.scope():
     model = task.create_model()
-    from bert_tf import checkpoints
     names = checkpoints.variable_map(model.encoder, model.heads)
     optimizer = optimization.create_optimizer(1e-4, 1000, 10, names)
   step = training.TrainStep(strategy, task, model, optimizer, jit_compile=jit_compile)
   batch = random_batch(np.random.default_rng(0), FLAGS.batch_size, FLAGS.seq_length,
                        FLAGS.max_predictions_per_seq, config.vocab_size)
   iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
-  float(step.step(iterator)["loss"])  # trace, compile, build slots
-  times = []
-  for _ in range(FLAGS.iterations):
-    start = time.perf_counter()
-    float(step.step(iterator)["loss"])
-    times.append(time.perf_counter() - start)
-  return float(np.median(times)), config
+  seconds = best_seconds(lambda: float(step.step(iterator)["loss"]), FLAGS.iterations)
+  return seconds, config
 
 
 def main(_):

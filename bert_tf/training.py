@@ -278,15 +278,14 @@ class Trainer:
     @tf.function
     def eval_step(features):
       def replica(features):
-        sums = self.task.eval_sums(self.model, features)
-        denominators = self.task.loss_denominators(features)
-        numerators = self.task.loss_numerators(self.model, features, training=False)
-        loss = tf.add_n([numerators[k] / (denominators[k] + self.task.loss_epsilons[k])
-                         for k in sorted(numerators)])
-        return sums, loss
-      sums, loss = self.strategy.run(replica, args=(features,))
-      return (tf.nest.map_structure(lambda t: _reduce_sum(self.strategy, t), sums),
-              self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None))
+        sums, numerators = self.task.eval_batch(self.model, features)
+        return sums, numerators, self.task.loss_denominators(features)
+      sums, numerators, denominators = tf.nest.map_structure(
+          lambda t: _reduce_sum(self.strategy, t), self.strategy.run(replica, args=(features,)))
+      # The batch loss of the original: each term over the whole batch, not per replica.
+      loss = tf.add_n([numerators[k] / (denominators[k] + self.task.loss_epsilons[k])
+                       for k in sorted(numerators)])
+      return sums, loss
 
     totals, losses, steps = {}, [], 0
     for features in dataset:

@@ -221,3 +221,46 @@ def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path)
   assert result.returncode == 2 and "does not match the model" in result.stderr
   assert "shape mismatch" in result.stderr and "Traceback" not in result.stderr
   assert not list(out.glob("model.ckpt-*")) and not (out / "training_state").exists()
+
+
+def test_a_failed_save_leaves_the_last_good_checkpoint_readable(tmp_path, monkeypatch):
+  from bert_tf import checkpoints, input_pipeline
+  out = str(tmp_path / "run")
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  task = PretrainingTask(BertConfig.from_json_file(NODROPOUT_CONFIG))
+  trainer = training.Trainer(strategy, task, out,
+                             lambda names: optimization.create_optimizer(1e-3, 10, 1, names),
+                             init_checkpoint=TINY_CKPT)
+  batch = {k: v for k, v in np.load(FIXTURES / "optimizer" / "batch.npz").items()}
+  dataset = tf.data.Dataset.from_tensors(batch).repeat()
+  trainer.train(dataset, num_train_steps=2, save_checkpoints_steps=2)
+  good = _weights(os.path.join(out, "model.ckpt-2"))
+
+  real_save = checkpoints.save_checkpoint
+
+  def crash_midway(prefix, *args, **kwargs):
+    real_save(str(prefix) + ".tmp-crashed", *args, **kwargs)  # files half-way in place...
+    raise OSError("disk full")  # ...and the process dies before renaming them
+
+  monkeypatch.setattr(checkpoints, "save_checkpoint", crash_midway)
+  with pytest.raises(OSError, match="disk full"):
+    trainer.train(dataset, num_train_steps=4, save_checkpoints_steps=2)
+  assert tf.train.latest_checkpoint(out).endswith("model.ckpt-2")
+  after = _weights(os.path.join(out, "model.ckpt-2"))
+  assert all(np.array_equal(good[k], after[k]) for k in good)
+  assert tf.train.latest_checkpoint(os.path.join(out, "training_state")).endswith("ckpt-4")
+
+
+@pytest.mark.parametrize("flags", [["--mixed_precision=bfloat16"], ["--mixed_precision=float16"],
+                                   ["--jit_compile"], ["--optimizer=lamb"]])
+def test_precision_xla_and_lamb_flags_train(seq64_data, tmp_path, flags):
+  out = tmp_path / "run"
+  result = _python("run_pretraining.py", *_pretrain_args(
+      seq64_data, out, "--do_train", "--train_batch_size=4", "--num_train_steps=3",
+      "--save_checkpoints_steps=3", *flags))
+  assert result.returncode == 0, result.stderr[-3000:]
+  losses = [float(l.rsplit("loss ", 1)[1].split(",")[0]) for l in result.stderr.splitlines()
+            if "] step " in l]
+  assert len(losses) == 3 and all(np.isfinite(losses))
+  weights = _weights(str(out / "model.ckpt-3"))
+  assert weights["bert/embeddings/word_embeddings"].dtype == np.float32

@@ -7,8 +7,8 @@ A task tells the training loop three things:
   sum(num / (den + eps)). The loop sums denominators over replicas and accumulated
   micro-batches before dividing, so the loss is the original's for the whole
   global batch, however it is split;
-* `eval_sums(model, features)`: (sum, count) pairs whose ratios are the metrics of
-  the original metric_fn.
+* `eval_batch(model, features)`: from one forward pass, (sum, count) pairs whose
+  ratios are the metrics of the original metric_fn, and the loss numerators.
 """
 
 import keras
@@ -68,14 +68,18 @@ class PretrainingTask:
                                            features["next_sentence_labels"])
     return mlm_loss, nsp_loss
 
+  def _numerators(self, mlm_loss, nsp_loss, weights):
+    return {"masked_lm": ops.sum(weights * mlm_loss), "next_sentence": ops.sum(nsp_loss)}
+
   def loss_numerators(self, model, features, training):
     outputs = model(features, training=training)
     mlm_loss, nsp_loss = self._per_example(outputs, features)
     weights = ops.reshape(ops.cast(features["masked_lm_weights"], "float32"), (-1,))
-    return {"masked_lm": ops.sum(weights * mlm_loss), "next_sentence": ops.sum(nsp_loss)}
+    return self._numerators(mlm_loss, nsp_loss, weights)
 
-  def eval_sums(self, model, features):
-    """(sum, count) per metric, as the original metric_fn's streaming metrics."""
+  def eval_batch(self, model, features):
+    """(sum, count) per metric as the original metric_fn's streaming metrics, and the
+    loss numerators, from one forward pass."""
     outputs = model(features, training=False)
     mlm_loss, nsp_loss = self._per_example(outputs, features)
     weights = ops.reshape(ops.cast(features["masked_lm_weights"], "float32"), (-1,))
@@ -86,9 +90,10 @@ class PretrainingTask:
     nsp_predictions = ops.cast(ops.argmax(outputs["next_sentence_log_probs"], axis=-1), "int32")
     nsp_correct = ops.cast(nsp_predictions == nsp_labels, "float32")
     count = ops.cast(ops.shape(nsp_labels)[0], "float32")
-    return {
+    sums = {
         "masked_lm_accuracy": (ops.sum(weights * mlm_correct), ops.sum(weights)),
         "masked_lm_loss": (ops.sum(weights * mlm_loss), ops.sum(weights)),
         "next_sentence_accuracy": (ops.sum(nsp_correct), count),
         "next_sentence_loss": (ops.sum(nsp_loss), count),
     }
+    return sums, self._numerators(mlm_loss, nsp_loss, weights)
