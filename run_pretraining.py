@@ -16,7 +16,7 @@ from absl import flags, logging
 import keras
 import tensorflow as tf
 
-from bert_tf import cli, distribution, input_pipeline, optimization, training
+from bert_tf import cli, distribution, input_pipeline, optimization, runner_flags, training
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import PretrainingTask
@@ -48,42 +48,16 @@ flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the mode
 flags.DEFINE_integer("iterations_per_loop", 1000,
                      "How often to log and write summaries (the original's TPU loop size).")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
-flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --distribution_strategy=tpu).")
-flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
-flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located in.")
-flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud TPU-enabled project.")
-flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
-flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores.")
-flags.DEFINE_enum("distribution_strategy", None, distribution.STRATEGIES,
-                  "How to use the hardware (default: one_device, or tpu with --use_tpu).")
-flags.DEFINE_integer("cpu_devices", 1,
-                     "With --distribution_strategy=mirrored and no GPU: split the CPU into this "
-                     "many logical devices (for testing multi-device code paths).")
-flags.DEFINE_enum("mixed_precision", None, ["float16", "bfloat16"],
-                  "Run matmuls in this type (LayerNorm, softmax and variables stay float32).")
-flags.DEFINE_bool("jit_compile", False, "Compile the forward/backward pass with XLA.")
-flags.DEFINE_integer("gradient_accumulation_steps", 1,
-                     "Split each train batch into this many micro-batches; the update equals "
-                     "that of the whole batch.")
-flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
-                  "adamw: the original AdamWeightDecay. lamb: LAMB with the same schedule.")
-flags.DEFINE_integer("shuffle_seed", 12345, "Seed of the training input shuffles.")
+runner_flags.define_hardware_flags()
 
 
 def check_flags(strategy):
   if not FLAGS.do_train and not FLAGS.do_eval:
     raise UserInputError("At least one of `do_train` or `do_eval` must be True.")
-  replicas = strategy.num_replicas_in_sync
-  micro = FLAGS.gradient_accumulation_steps
-  if micro < 1:
-    raise UserInputError("--gradient_accumulation_steps must be at least 1.")
-  if FLAGS.train_batch_size % (micro * replicas):
-    raise UserInputError("--train_batch_size=%d must be divisible by --gradient_accumulation_steps"
-                         " (%d) times the number of replicas (%d)." %
-                         (FLAGS.train_batch_size, micro, replicas))
-  if FLAGS.eval_batch_size % replicas:
+  runner_flags.check_batch_sizes(FLAGS, strategy, FLAGS.train_batch_size)
+  if FLAGS.eval_batch_size % strategy.num_replicas_in_sync:
     raise UserInputError("--eval_batch_size=%d must be divisible by the number of replicas (%d)." %
-                         (FLAGS.eval_batch_size, replicas))
+                         (FLAGS.eval_batch_size, strategy.num_replicas_in_sync))
   if FLAGS.save_checkpoints_steps < 1:
     raise UserInputError("--save_checkpoints_steps must be positive.")
 
@@ -95,9 +69,7 @@ def main(_):
     raise UserInputError("--max_seq_length=%d exceeds max_position_embeddings=%d of %s." %
                          (FLAGS.max_seq_length, config.max_position_embeddings,
                           FLAGS.bert_config_file))
-  strategy_name = FLAGS.distribution_strategy or ("tpu" if FLAGS.use_tpu else "one_device")
-  strategy = distribution.get_strategy(strategy_name, FLAGS.cpu_devices, FLAGS.tpu_name,
-                                       FLAGS.tpu_zone, FLAGS.gcp_project, FLAGS.master)
+  strategy = runner_flags.make_strategy(FLAGS)
   check_flags(strategy)
   keras.utils.set_random_seed(FLAGS.shuffle_seed)  # weight init and dropout; after device setup
   input_files = input_pipeline.expand_files(FLAGS.input_file)
@@ -105,10 +77,11 @@ def main(_):
                                                  FLAGS.max_predictions_per_seq)
   input_pipeline.check_record_files(input_files, features)
   logging.info("Input files: %s", ", ".join(input_files))
-  logging.info("Strategy: %s with %d replica(s)", strategy_name, strategy.num_replicas_in_sync)
+  logging.info("Strategy: %s with %d replica(s)", runner_flags.strategy_name(FLAGS),
+               strategy.num_replicas_in_sync)
 
-  dtype = "mixed_" + FLAGS.mixed_precision if FLAGS.mixed_precision else None
-  task = PretrainingTask(config, use_one_hot_embeddings=strategy_name == "tpu", dtype=dtype)
+  task = PretrainingTask(config, use_one_hot_embeddings=runner_flags.strategy_name(FLAGS) == "tpu",
+                         dtype=runner_flags.dtype_policy(FLAGS))
   trainer = training.Trainer(
       strategy, task, FLAGS.output_dir,
       lambda names: optimization.create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps,

@@ -22,6 +22,7 @@ import os
 import time
 
 from absl import logging
+import numpy as np
 import tensorflow as tf
 
 from bert_tf import checkpoints
@@ -79,6 +80,21 @@ def distribute_batch(strategy, batch):
     return tf.nest.map_structure(take, batch)
 
   return strategy.experimental_distribute_values_from_function(slice_for)
+
+
+def pad_batch(strategy, batch):
+  """Zero-pads an eval/predict batch to a multiple of the local replicas.
+
+  Returns (padded batch, real row count). Padded rows carry zero weights (e.g.
+  is_real_example=0), as the original's PaddingInputExample did on TPUs.
+  """
+  local_replicas = len(strategy.extended.worker_devices)
+  rows = int(tf.shape(tf.nest.flatten(batch)[0])[0])
+  missing = -rows % local_replicas
+  if missing:
+    batch = tf.nest.map_structure(
+        lambda t: tf.concat([t, tf.zeros([missing] + t.shape[1:].as_list(), t.dtype)], 0), batch)
+  return batch, rows
 
 
 class TrainStep:
@@ -291,6 +307,7 @@ class Trainer:
     for features in dataset:
       if max_steps is not None and steps >= max_steps:
         break
+      features, _ = pad_batch(self.strategy, features)
       sums, loss = eval_step(distribute_batch(self.strategy, features))
       for name, (total, count) in sums.items():
         previous = totals.get(name, (0.0, 0.0))
@@ -304,6 +321,26 @@ class Trainer:
     result["loss"] = sum(losses) / len(losses)
     result["global_step"] = self.step
     return result
+
+
+  def predict(self, dataset):
+    """The task's per-example outputs (`predict_batch`) over the dataset, as numpy arrays."""
+    @tf.function
+    def predict_step(features):
+      outputs = self.strategy.run(lambda f: self.task.predict_batch(self.model, f),
+                                  args=(features,))
+      if self.strategy.num_replicas_in_sync == 1:
+        return outputs
+      return tf.nest.map_structure(lambda t: self.strategy.gather(t, axis=0), outputs)
+
+    collected = []
+    for features in dataset:
+      padded, rows = pad_batch(self.strategy, features)
+      outputs = predict_step(distribute_batch(self.strategy, padded))
+      collected.append(tf.nest.map_structure(lambda t: t.numpy()[:rows], outputs))
+    if not collected:
+      return {}
+    return {k: np.concatenate([c[k] for c in collected]) for k in collected[0]}
 
 
 def write_checkpoint_state(folder, names):
