@@ -180,3 +180,26 @@ def test_checkpoint_of_another_config_is_a_clear_error(tmp_path):
   result = _run(*args)
   assert result.returncode == 2 and "shape mismatch" in result.stderr
   assert "Traceback" not in result.stderr
+
+
+def test_export_dir_gives_a_savedmodel_answering_raw_text_in_a_fresh_process(tmp_path):
+  export_dir = tmp_path / "export"
+  result = _run(*_common(DATA / "MRPC", tmp_path / "out", "--do_train", "--train_batch_size=4",
+                         "--num_train_epochs=1", "--export_dir=%s" % export_dir))
+  assert result.returncode == 0, result.stderr
+  script = (
+      "import json, tensorflow as tf, tensorflow_text\n"
+      "m = tf.saved_model.load(%r)\n"
+      "out = m.signatures['serving_default'](text_a=tf.constant(['The cat sat .', '']),\n"
+      "                                      text_b=tf.constant(['A cat was sitting .', 'x']))\n"
+      "print(json.dumps({k: v.numpy().tolist() for k, v in out.items() if k != 'labels'}))\n"
+      % str(export_dir))
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  fresh = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=str(tmp_path), env=env, timeout=300)
+  assert fresh.returncode == 0, fresh.stderr
+  import json
+  answer = json.loads(fresh.stdout.strip().splitlines()[-1])
+  assert len(answer["probabilities"]) == 2 and all(
+      abs(sum(p) - 1) < 1e-5 for p in answer["probabilities"])
+  assert set(answer["label_ids"]) <= {0, 1}

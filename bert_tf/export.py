@@ -1,0 +1,289 @@
+"""SavedModel export: tokenizer, model weights and serving signatures in one folder.
+
+The core (`ServingModule`, `save_serving_module`) is task-neutral: it saves a
+tf.Module that owns a `BertTextTokenizer` (vocabulary and character tables are
+graph constants, so no path to vocab.txt survives) and the models' variables,
+with one tf.function per signature, plus `assets.extra/bert_tf_export.json`, a
+small human-readable description. Each task adds one `export_<task>` function
+that builds its signatures on that core (`export_classifier` now; SQuAD and SWAG
+later).
+
+Loading needs only `import tensorflow, tensorflow_text` (the latter registers the
+tokenizer's ops); bert_tf is not needed. Tools that do not import
+tensorflow_text (the plain `saved_model_cli run`, a TF Serving binary built
+without tf-text ops) cannot load the graph at all, `serve_ids` included. Signatures
+are traced with `jit_compile=False`: XLA clusters stored in a SavedModel are
+tied to the exporting machine's compiler and CPU features, and the loader can
+still JIT if it wants to.
+"""
+
+import json
+import os
+import platform
+import unicodedata
+import uuid
+
+import tensorflow as tf
+
+import bert_tf
+from bert_tf.errors import UserInputError
+from bert_tf.text import BertTextTokenizer
+
+METADATA_DIR = "assets.extra"
+METADATA_FILE = "bert_tf_export.json"
+DEFAULT_SIGNATURE = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY  # "serving_default"
+IDS_SIGNATURE = "serve_ids"
+IDS_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+# ------------------------------------------------------------------------- core
+
+class ServingModule(tf.Module):
+  """Owns the tokenizer and the models' variables, so tf.saved_model.save saves them.
+
+  The Keras models themselves are deliberately not tracked, only their underlying
+  tf.Variables: a tracked Keras 3 variable is exported as a second tf.Variable
+  beside the one the graph reads, and the TF1/C++ loader (TF Serving,
+  `saved_model_cli run`) restores the checkpoint into that copy, leaving the read
+  one uninitialized. Signature functions close over the models directly.
+  """
+
+  def __init__(self, tokenizer, models):
+    super().__init__(name="bert_tf_export")
+    self.tokenizer = tokenizer
+    self.model_variables = _plain_variables(models)
+
+
+def _plain_variables(models):
+  """The tf.Variables behind the Keras models' weights, each once."""
+  found, seen = [], set()
+  for model in models:
+    for weight in model.weights:
+      variable = getattr(weight, "value", weight)
+      if not isinstance(variable, tf.Variable):
+        raise TypeError("Cannot export weight %s: not backed by a tf.Variable "
+                        "(is the Keras backend TensorFlow?)." % weight.path)
+      if id(variable) not in seen:
+        seen.add(id(variable))
+        found.append(variable)
+  return found
+
+
+def text_spec(name):
+  """A batch of raw strings, one per example."""
+  return tf.TensorSpec([None], tf.string, name=name)
+
+
+def ids_specs():
+  """The three packed int32 [batch, seq] inputs, named like the tokenizer's outputs."""
+  return [tf.TensorSpec([None, None], tf.int32, name=n) for n in IDS_INPUTS]
+
+
+def serving_function(fn, input_signature):
+  """A signature tf.function: fixed input specs, no XLA, no AutoGraph (plain ops only)."""
+  return tf.function(fn, input_signature=input_signature, jit_compile=False, autograph=False)
+
+
+def check_seq_length(max_seq_length, encoder, min_length):
+  """Fails at export time, not at the first request, on a length the encoder cannot take."""
+  limit = encoder.config.max_position_embeddings
+  if not isinstance(max_seq_length, int) or not min_length <= max_seq_length <= limit:
+    raise UserInputError(
+        "max_seq_length=%r must be an integer between %d and max_position_embeddings=%d."
+        % (max_seq_length, min_length, limit))
+
+
+def checked_ids(input_word_ids, input_mask, input_type_ids, max_length):
+  """The encoder's input dict; a too-long batch fails with a message, not a shape error."""
+  check = tf.debugging.assert_less_equal(
+      tf.shape(input_word_ids)[1], max_length,
+      message="Sequence longer than the model's max_position_embeddings.")
+  with tf.control_dependencies([check]):
+    return {"input_ids": tf.identity(input_word_ids), "input_mask": input_mask,
+            "token_type_ids": input_type_ids}
+
+
+def _signature_io(concrete):
+  """{"inputs": {name: spec}, "outputs": {name: spec}} of a concrete function, as strings."""
+
+  def describe(spec):
+    return {"dtype": spec.dtype.name, "shape": spec.shape.as_list()}
+
+  args, kwargs = concrete.structured_input_signature
+  inputs = {s.name: describe(s) for s in tf.nest.flatten((args, kwargs))}
+  outputs = {k: describe(tf.TensorSpec.from_tensor(v))
+             for k, v in concrete.structured_outputs.items()}
+  return {"inputs": inputs, "outputs": outputs}
+
+
+def _is_nonempty_dir(path):
+  return tf.io.gfile.isdir(path) and bool(tf.io.gfile.listdir(path))
+
+
+def check_export_dir(export_dir, overwrite=False):
+  """Fails early (e.g. before training) if an export to `export_dir` would be refused."""
+  export_dir = os.fspath(export_dir)
+  if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
+    raise UserInputError("Export path %s is a file, not a folder." % export_dir)
+  if not overwrite and _is_nonempty_dir(export_dir):
+    raise UserInputError("Export folder %s already exists and is not empty; choose another "
+                         "folder or pass overwrite=True to replace it." % export_dir)
+  parent = os.path.dirname(export_dir.rstrip("/")) or "."
+  if not tf.io.gfile.isdir(parent):
+    raise UserInputError("Folder %s (for the export) does not exist." % parent)
+
+
+def save_serving_module(export_dir, module, signatures, metadata, overwrite=False):
+  """Saves `module` as a SavedModel at `export_dir`, all or nothing.
+
+  Args:
+    export_dir: destination folder; an existing non-empty one is replaced only if
+      `overwrite`.
+    module: a ServingModule.
+    signatures: {signature name: tf.function with an input_signature}, each
+      returning a dict of named tensors; also kept as attributes of `module`.
+    metadata: JSON-serialisable dict, written to assets.extra/bert_tf_export.json
+      together with the signatures' inputs and outputs.
+    overwrite: replace an existing non-empty export_dir.
+
+  The SavedModel is written to a temporary folder beside export_dir and renamed,
+  so readers (a model server watching the folder) never see half an export (on
+  local disks; object stores such as GCS have no atomic folder rename).
+  Returns export_dir.
+  """
+  export_dir = os.fspath(export_dir).rstrip("/") or "/"
+  check_export_dir(export_dir, overwrite)
+  concrete = {}
+  for name, fn in signatures.items():
+    setattr(module, name, fn)
+    concrete[name] = fn.get_concrete_function()
+  metadata = dict(metadata)
+  metadata["signatures"] = {name: _signature_io(c) for name, c in concrete.items()}
+  metadata.update({
+      "bert_tf_version": bert_tf.__version__,
+      "tensorflow_version": tf.__version__,
+      # The tokenizer's character tables come from this Python's unicodedata.
+      "unicode_version": unicodedata.unidata_version,
+      "python_version": platform.python_version(),
+  })
+
+  suffix = uuid.uuid4().hex[:8]
+  tmp = "%s.tmp-%s" % (export_dir, suffix)
+  old = "%s.old-%s" % (export_dir, suffix)
+  try:
+    tf.saved_model.save(module, tmp, signatures=concrete)
+    tf.io.gfile.makedirs(os.path.join(tmp, METADATA_DIR))
+    with tf.io.gfile.GFile(os.path.join(tmp, METADATA_DIR, METADATA_FILE), "w") as f:
+      f.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+    # Checked again: another process may have written export_dir meanwhile.
+    check_export_dir(export_dir, overwrite)
+    if tf.io.gfile.isdir(export_dir):
+      tf.io.gfile.rename(export_dir, old)  # Empty, or overwrite=True; deleted below.
+    try:
+      tf.io.gfile.rename(tmp, export_dir)
+    except Exception:
+      if tf.io.gfile.exists(old):
+        tf.io.gfile.rename(old, export_dir)
+      raise
+  finally:
+    for leftover in (tmp, old):
+      if tf.io.gfile.exists(leftover):
+        tf.io.gfile.rmtree(leftover)
+  return export_dir
+
+
+def read_metadata(export_dir):
+  """The bert_tf_export.json of an export, as a dict."""
+  with tf.io.gfile.GFile(os.path.join(export_dir, METADATA_DIR, METADATA_FILE)) as f:
+    return json.load(f)
+
+
+# ------------------------------------------------------------------ classifier
+
+def export_classifier(export_dir, encoder, head, vocab_file, do_lower_case, max_seq_length,
+                      label_list, text_pair, overwrite=False):
+  """Exports a run_classifier model (classification, or regression with one output).
+
+  Args:
+    export_dir: destination folder (see `save_serving_module`).
+    encoder: bert_tf.modeling.BertModel.
+    head: bert_tf.heads.ClassificationHead on the pooled output.
+    vocab_file: vocab.txt of the checkpoint; its content is embedded.
+    do_lower_case: as used for training.
+    max_seq_length: packed length of raw-text inputs.
+    label_list: label strings in label-id order, or None for regression (then the
+      head must have num_labels == 1).
+    text_pair: whether the task takes sentence pairs (adds the `text_b` input).
+    overwrite: replace an existing non-empty export_dir.
+
+  Signatures:
+    serving_default: text_a (and text_b) string [batch] -> classification:
+      probabilities float32 [batch, num_labels], label_ids int32 [batch], labels
+      string [batch]; regression: predictions float32 [batch].
+    serve_ids: input_word_ids, input_mask, input_type_ids int32 [batch, seq] ->
+      logits float32 [batch, num_labels] (and predictions for regression).
+
+  Returns export_dir.
+  """
+  num_labels = head.num_labels
+  regression = label_list is None
+  if regression and num_labels != 1:
+    raise UserInputError("A regression export (label_list=None) needs a head with one "
+                         "output, got num_labels=%d." % num_labels)
+  if not regression:
+    label_list = [str(label) for label in label_list]
+    if len(label_list) != num_labels:
+      raise UserInputError("label_list has %d labels but the head has num_labels=%d."
+                           % (len(label_list), num_labels))
+  check_export_dir(export_dir, overwrite)
+  text_pair = bool(text_pair)
+  check_seq_length(max_seq_length, encoder, 3 if text_pair else 2)
+  tokenizer = BertTextTokenizer(os.fspath(vocab_file), do_lower_case=do_lower_case)
+  module = ServingModule(tokenizer, [encoder, head])
+  max_positions = encoder.config.max_position_embeddings
+
+  def logits_of(inputs):
+    pooled = encoder(inputs, training=False)["pooled_output"]
+    return tf.cast(head(pooled, training=False), tf.float32)
+
+  def answer(logits):
+    if regression:
+      return {"predictions": logits[:, 0]}
+    label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return {"probabilities": tf.nn.softmax(logits, axis=-1),
+            "label_ids": label_ids,
+            "labels": tf.gather(tf.constant(label_list), label_ids)}
+
+  def from_text(text_a, text_b=None):
+    features = module.tokenizer.encode(text_a, text_b, seq_length=max_seq_length)
+    return answer(logits_of({"input_ids": features["input_word_ids"],
+                             "input_mask": features["input_mask"],
+                             "token_type_ids": features["input_type_ids"]}))
+
+  def from_ids(input_word_ids, input_mask, input_type_ids):
+    logits = logits_of(checked_ids(input_word_ids, input_mask, input_type_ids, max_positions))
+    outputs = {"logits": logits}
+    if regression:
+      outputs["predictions"] = logits[:, 0]
+    return outputs
+
+  if text_pair:
+    serve_text = serving_function(from_text, [text_spec("text_a"), text_spec("text_b")])
+  else:
+
+    def from_single_text(text_a):
+      return from_text(text_a)
+
+    serve_text = serving_function(from_single_text, [text_spec("text_a")])
+  signatures = {DEFAULT_SIGNATURE: serve_text,
+                IDS_SIGNATURE: serving_function(from_ids, ids_specs())}
+  metadata = {
+      "task": "regression" if regression else "classification",
+      "labels": label_list,
+      "num_labels": num_labels,
+      "max_seq_length": max_seq_length,
+      "do_lower_case": tokenizer.do_lower_case,
+      "text_pair": text_pair,
+      "vocab_size": tokenizer.vocab_size,
+  }
+  return save_serving_module(export_dir, module, signatures, metadata, overwrite=overwrite)

@@ -1,0 +1,282 @@
+"""SavedModel export of the classifier: answers equal the Python path, anywhere it loads."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints, export, heads, packing, tokenization
+from bert_tf.errors import UserInputError
+from bert_tf.modeling import BertModel
+from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
+
+HEAD_CKPT = str(FIXTURES / "checkpoint" / "classifier_head_3labels" / "head.ckpt")
+LABELS = ["contradiction", "entailment", "neutral"]
+SEQ = 32
+PAIRS = [
+    ("Hello world!", "This is a test."),
+    ("The quick brown fox", ""),  # An empty b gives the single-sentence layout.
+    ("", "only b"),
+    ("Héllo ΟΔΟΣ wörld 中文字符", "naïve café résumé"),
+    ("a long first sentence " * 12, "and a long second one " * 12),
+]
+CLI_WITH_TF_TEXT = ("import sys, tensorflow_text; "
+                    "from tensorflow.python.tools.saved_model_cli import main; "
+                    "sys.argv[0] = 'saved_model_cli'; sys.exit(main())")
+
+
+@pytest.fixture(scope="module")
+def model():
+  config = tiny_config()
+  encoder = BertModel(config)
+  head = heads.ClassificationHead(config, num_labels=3)
+  head.build()
+  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  checkpoints.load_checkpoint(HEAD_CKPT, heads=[head])
+  return encoder, head
+
+
+@pytest.fixture(scope="module")
+def python_logits(model):
+  """The reference: FullTokenizer + pack_tokens + the Keras model, eagerly."""
+  encoder, head = model
+  tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=True)
+
+  def run(texts_a, texts_b=None):
+    texts_b = texts_b if texts_b is not None else [None] * len(texts_a)
+    packed = [packing.pack_tokens(tokenizer.tokenize(a),
+                                  tokenizer.tokenize(b) if b else None, SEQ, tokenizer)
+              for a, b in zip(texts_a, texts_b)]
+    inputs = {"input_ids": np.array([p.input_ids for p in packed], np.int32),
+              "input_mask": np.array([p.input_mask for p in packed], np.int32),
+              "token_type_ids": np.array([p.segment_ids for p in packed], np.int32)}
+    pooled = encoder(inputs, training=False)["pooled_output"]
+    return np.asarray(head(pooled, training=False)), inputs
+
+  return run
+
+
+def _softmax(logits):
+  e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+  return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def pair_export(model, tmp_path_factory):
+  """A sentence-pair export made from a vocab copy that is deleted right after."""
+  encoder, head = model
+  root = tmp_path_factory.mktemp("pair")
+  vocab = root / "vocab_copy.txt"
+  shutil.copy(VOCAB_UNCASED, vocab)
+  out = export.export_classifier(root / "export", encoder, head, vocab, True, SEQ, LABELS,
+                                 text_pair=True)
+  vocab.unlink()
+  return {"dir": out, "vocab": str(vocab)}
+
+
+@pytest.fixture(scope="module")
+def loaded(pair_export):
+  return tf.saved_model.load(pair_export["dir"])
+
+
+def _subprocess_env():
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  env.pop("PYTHONPATH", None)
+  return env
+
+
+_FRESH_SCRIPT = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+assert not any(m.startswith("bert_tf") for m in sys.modules)
+args = json.loads(sys.argv[2])
+model = tf.saved_model.load(sys.argv[1])
+text = model.signatures["serving_default"](text_a=tf.constant(args["a"]),
+                                           text_b=tf.constant(args["b"]))
+ids = model.signatures["serve_ids"](**{k: tf.constant(v, tf.int32)
+                                       for k, v in args["ids"].items()})
+print(json.dumps({"probabilities": text["probabilities"].numpy().tolist(),
+                  "label_ids": text["label_ids"].numpy().tolist(),
+                  "labels": [s.decode() for s in text["labels"].numpy()],
+                  "logits": ids["logits"].numpy().tolist()}))
+"""
+
+
+def test_fresh_process_without_bert_tf_matches_python_path(pair_export, python_logits, tmp_path):
+  a, b = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
+  logits, inputs = python_logits(a, b)
+  ids = {"input_word_ids": inputs["input_ids"].tolist(),
+         "input_mask": inputs["input_mask"].tolist(),
+         "input_type_ids": inputs["token_type_ids"].tolist()}
+  script = tmp_path / "serve.py"
+  script.write_text(_FRESH_SCRIPT)
+  result = subprocess.run(
+      [sys.executable, str(script), pair_export["dir"], json.dumps({"a": a, "b": b, "ids": ids})],
+      cwd=tmp_path, env=_subprocess_env(), capture_output=True, text=True, timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  got = json.loads(result.stdout.strip().splitlines()[-1])
+  np.testing.assert_allclose(got["probabilities"], _softmax(logits), atol=1e-5)
+  assert got["label_ids"] == logits.argmax(-1).tolist()
+  assert got["labels"] == [LABELS[i] for i in got["label_ids"]]
+  np.testing.assert_allclose(got["logits"], logits, atol=1e-5)
+
+
+def test_saved_model_cli_show_and_run(pair_export, loaded, tmp_path):
+  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  show = subprocess.run([cli, "show", "--dir", pair_export["dir"], "--all"], cwd=tmp_path,
+                        env=_subprocess_env(), capture_output=True, text=True, timeout=120)
+  assert show.returncode == 0, show.stderr[-3000:]
+  for name in ("serving_default", "serve_ids"):
+    assert "signature_def['%s']" % name in show.stdout
+  for name in ("text_a", "text_b", "input_word_ids", "probabilities", "logits"):
+    assert "['%s']" % name in show.stdout
+  # `saved_model_cli run` needs the tokenizer's tensorflow_text ops registered, and
+  # the plain script does not import tensorflow_text; so its main() is run after
+  # that import. This is also the TF1-style loader TF Serving uses.
+  run = subprocess.run(
+      [sys.executable, "-c", CLI_WITH_TF_TEXT, "run", "--dir", pair_export["dir"],
+       "--tag_set", "serve", "--signature_def", "serving_default",
+       "--input_exprs", 'text_a=["hello world"];text_b=["a test"]'],
+      cwd=tmp_path, env=_subprocess_env(), capture_output=True, text=True, timeout=120)
+  assert run.returncode == 0, run.stderr[-3000:]
+  printed = run.stdout.split("Result for output key probabilities:")[1].split("Result")[0]
+  want = loaded.signatures["serving_default"](text_a=tf.constant(["hello world"]),
+                                              text_b=tf.constant(["a test"]))
+  np.testing.assert_allclose(np.array(printed.replace("[", " ").replace("]", " ").split(),
+                                      np.float32),
+                             want["probabilities"].numpy()[0], atol=1e-5)
+  assert "Result for output key labels" in run.stdout
+
+
+def test_vocab_travels_inside_and_metadata(pair_export, loaded):
+  assert not os.path.exists(pair_export["vocab"])
+  with open(os.path.join(pair_export["dir"], "saved_model.pb"), "rb") as f:
+    assert pair_export["vocab"].encode() not in f.read()
+  out = loaded.signatures["serving_default"](text_a=tf.constant(["hello"]),
+                                             text_b=tf.constant(["world"]))
+  np.testing.assert_allclose(out["probabilities"].numpy().sum(-1), 1.0, rtol=1e-6)
+  meta = export.read_metadata(pair_export["dir"])
+  assert meta["task"] == "classification"
+  assert meta["labels"] == LABELS
+  assert meta["max_seq_length"] == SEQ and meta["do_lower_case"] is True
+  assert sorted(meta["signatures"]["serving_default"]["inputs"]) == ["text_a", "text_b"]
+  assert sorted(meta["signatures"]["serve_ids"]["inputs"]) == sorted(export.IDS_INPUTS)
+  assert meta["signatures"]["serve_ids"]["outputs"]["logits"]["shape"] == [None, 3]
+
+
+def test_concurrent_calls_match_serial(loaded):
+  serve = loaded.signatures["serving_default"]
+  batches = [([("thread %d sentence %d " % (t, i)) * (t + 1) for i in range(t + 1)],
+              ["other text %d" % i if (i + t) % 2 else "" for i in range(t + 1)])
+             for t in range(8)]
+
+  def call(a, b):
+    out = serve(text_a=tf.constant(a), text_b=tf.constant(b))
+    return out["probabilities"].numpy(), out["label_ids"].numpy()
+
+  serial = [call(a, b) for a, b in batches]
+  results = [None] * len(batches)
+  errors = []
+  barrier = threading.Barrier(len(batches))
+
+  def worker(index):
+    try:
+      barrier.wait()
+      results[index] = [call(*batches[index]) for _ in range(3)]
+    except Exception as e:  # pylint: disable=broad-exception-caught
+      errors.append(e)
+
+  threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(batches))]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  assert not errors, errors
+  for want, got in zip(serial, results):
+    for probabilities, label_ids in got:
+      np.testing.assert_allclose(probabilities, want[0], atol=1e-6)
+      np.testing.assert_array_equal(label_ids, want[1])
+
+
+def test_hostile_inputs_and_batch_sizes(loaded, python_logits):
+  serve = loaded.signatures["serving_default"]
+  long_text = " ".join("word%d" % i for i in range(10000))
+  a = [b"", long_text.encode(), b"caf\xe9 \xff", b"", "ok".encode()]
+  b = [b"", b"caf\xe9 \xff", long_text.encode(), b"\xff\xfe", b""]
+  out = serve(text_a=tf.constant(a), text_b=tf.constant(b))
+  probabilities = out["probabilities"].numpy()
+  np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-6)
+  logits, _ = python_logits(a, b)  # FullTokenizer decodes bytes with errors="ignore".
+  np.testing.assert_allclose(probabilities, _softmax(logits), atol=1e-5)
+  for size in (1, 17):
+    texts = ["sentence number %d" % i for i in range(size)]
+    out = serve(text_a=tf.constant(texts), text_b=tf.constant(texts[::-1]))
+    assert out["probabilities"].shape == (size, 3)
+    assert out["label_ids"].shape == (size,) and out["labels"].shape == (size,)
+  ids = loaded.signatures["serve_ids"]
+  with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings"):
+    too_long = tf.ones([1, 65], tf.int32)
+    ids(input_word_ids=too_long, input_mask=too_long, input_type_ids=too_long * 0)
+
+
+def test_refuses_non_empty_export_dir_unless_overwrite(model, python_logits, tmp_path):
+  encoder, head = model
+  target = tmp_path / "export"
+  target.mkdir()
+  (target / "keep.txt").write_text("previous export")
+  with pytest.raises(UserInputError, match="overwrite=True"):
+    export.export_classifier(target, encoder, head, VOCAB_UNCASED, True, SEQ, LABELS, False)
+  assert (target / "keep.txt").exists()
+  with pytest.raises(UserInputError, match="label_list has 2 labels"):
+    export.export_classifier(tmp_path / "x", encoder, head, VOCAB_UNCASED, True, SEQ, ["a", "b"],
+                             False)
+  with pytest.raises(UserInputError, match="max_seq_length"):
+    export.export_classifier(tmp_path / "x", encoder, head, VOCAB_UNCASED, True, 65, LABELS,
+                             False)
+  export.export_classifier(target, encoder, head, VOCAB_UNCASED, True, SEQ, LABELS,
+                           text_pair=False, overwrite=True)
+  assert not (target / "keep.txt").exists()
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # No temp leftovers.
+  # Doubles as the single-sentence export: serving_default takes only text_a.
+  single = tf.saved_model.load(str(target))
+  serve = single.signatures["serving_default"]
+  args, kwargs = serve.structured_input_signature
+  assert not args and sorted(kwargs) == ["text_a"]
+  texts = ["Hello world!", "", "naïve café"]
+  got = serve(text_a=tf.constant(texts))
+  assert sorted(got) == ["label_ids", "labels", "probabilities"]
+  logits, _ = python_logits(texts)
+  np.testing.assert_allclose(got["probabilities"].numpy(), _softmax(logits), atol=1e-5)
+  assert export.read_metadata(str(target))["text_pair"] is False
+
+
+def test_regression_export(model, python_logits, tmp_path):
+  encoder, _ = model
+  head = heads.ClassificationHead(tiny_config(), num_labels=1)
+  head.build()
+  with pytest.raises(UserInputError, match="num_labels=3"):
+    export.export_classifier(tmp_path / "bad", encoder, model[1], VOCAB_UNCASED, True, SEQ,
+                             None, True)
+  target = tmp_path / "regression"
+  target.mkdir()  # An existing empty folder is fine.
+  export.export_classifier(target, encoder, head, VOCAB_UNCASED, True, SEQ, None, True)
+  loaded = tf.saved_model.load(str(target))
+  a, b = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
+  got = loaded.signatures["serving_default"](text_a=tf.constant(a), text_b=tf.constant(b))
+  assert sorted(got) == ["predictions"] and got["predictions"].shape == (len(a),)
+  _, inputs = python_logits(a, b)
+  want = np.asarray(head(encoder(inputs, training=False)["pooled_output"]))
+  np.testing.assert_allclose(got["predictions"].numpy(), want[:, 0], atol=1e-5)
+  by_ids = loaded.signatures["serve_ids"](input_word_ids=inputs["input_ids"],
+                                          input_mask=inputs["input_mask"],
+                                          input_type_ids=inputs["token_type_ids"])
+  assert by_ids["logits"].shape == (len(a), 1)
+  meta = export.read_metadata(str(target))
+  assert meta["task"] == "regression" and meta["labels"] is None
