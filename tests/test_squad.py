@@ -1,0 +1,131 @@
+"""run_squad's data path against the original: examples, features, records, predictions."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import example_codec, tokenization
+from bert_tf.errors import UserInputError
+from bert_tf.tasks import squad
+from conftest import FIXTURES, VOCAB_UNCASED
+
+DATA = FIXTURES / "squad"
+REFERENCE = json.loads((DATA / "squad_features.json").read_text())
+RUNS = {"train_v2": (DATA / "squad_v2_tiny.json", True, True),
+        "train_v1": (DATA / "squad_v1_tiny.json", True, False),
+        "predict": (DATA / "squad_v2_tiny.json", False, False)}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  return tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=True)
+
+
+def _run(tokenizer, name):
+  path, is_training, v2 = RUNS[name]
+  examples = squad.read_squad_examples(str(path), is_training, v2)
+  features = []
+  params = REFERENCE["params"]
+  squad.convert_examples_to_features(examples, tokenizer, params["max_seq_length"],
+                                     params["doc_stride"], params["max_query_length"],
+                                     is_training, features.append)
+  return examples, features
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_examples_and_features_equal_the_originals(tokenizer, name):
+  examples, features = _run(tokenizer, name)
+  want = REFERENCE[name]
+  assert len(examples) == len(want["examples"])
+  for ours, theirs in zip(examples, want["examples"]):
+    for key, value in theirs.items():
+      assert getattr(ours, key) == value, (ours.qas_id, key)
+  assert len(features) == len(want["features"])
+  for ours, theirs in zip(features, want["features"]):
+    for key, value in theirs.items():
+      got = getattr(ours, key)
+      if key in ("token_to_orig_map", "token_is_max_context"):
+        got = {str(k): v for k, v in got.items()}
+      assert got == value, (ours.unique_id, key)
+
+
+def test_feature_records_equal_the_originals(tokenizer):
+  for name, file_name, is_training in (("train_v2", "train_v2_features.tfrecord", True),
+                                       ("predict", "predict_features.tfrecord", False)):
+    _, features = _run(tokenizer, name)
+    ours = [example_codec.parse_example(squad.encode_feature(f, is_training)) for f in features]
+    theirs = [example_codec.parse_example(r.numpy())
+              for r in tf.data.TFRecordDataset(str(DATA / file_name))]
+    assert ours == theirs
+
+
+def test_v2_file_without_the_flag_is_a_clear_error():
+  assert "exactly 1 answer" in REFERENCE["runs"]["train_v2file_flag_off_error"]
+  with pytest.raises(UserInputError, match="each question should have exactly 1 answer"):
+    squad.read_squad_examples(str(DATA / "squad_v2_tiny.json"), True, False)
+
+
+def _results(logit_set):
+  logits = np.load(DATA / "write_predictions_logits.npz")
+  return [squad.RawResult(int(uid), [float(x) for x in start.flat], [float(x) for x in end.flat])
+          for uid, start, end in zip(logits["unique_ids"], logits[logit_set + ".start_logits"],
+                                     logits[logit_set + ".end_logits"])]
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_prediction_files_are_byte_identical(tokenizer, tmp_path, version):
+  """The original's write_predictions on the 131 predict features and the `random` logits."""
+  examples, features = _run(tokenizer, "predict")
+  v2 = version == "v2"
+  out = {n: str(tmp_path / n) for n in ("predictions.json", "nbest_predictions.json",
+                                         "null_odds.json")}
+  squad.write_predictions(examples, features, _results("random"), 5, 10, True,
+                          out["predictions.json"], out["nbest_predictions.json"],
+                          out["null_odds.json"], version_2_with_negative=v2)
+  folder = DATA / "predictions" / ("random_nbest5_maxans10_" + version)
+  names = ["predictions.json", "nbest_predictions.json"] + (["null_odds.json"] if v2 else [])
+  for name in names:
+    assert open(out[name], "rb").read() == (folder / name).read_bytes(), name
+  if v2:
+    predictions = json.loads((folder / "predictions.json").read_text())
+    assert [k for k, v in predictions.items() if v == ""] == ["ex-04", "rw-04", "sf-03"]
+
+
+@pytest.mark.parametrize("logit_set", ["ties_int", "ties_halfstep", "tiny_model"])
+def test_v2_examples_without_a_span_get_the_null_answer_instead_of_crashing(tokenizer, logit_set):
+  examples, features = _run(tokenizer, "predict")
+  predictions, nbest, null_odds = squad.compute_predictions(
+      examples, features, _results(logit_set), 5, 10, True, version_2_with_negative=True)
+  assert list(predictions) == [e.qas_id for e in examples]
+  for qas_id, entries in nbest.items():
+    if not any(entry["text"] for entry in entries):
+      assert predictions[qas_id] == "" and null_odds[qas_id] == squad.NO_SPAN_SCORE_DIFF
+
+
+def test_hand_worked_helpers():
+  assert squad.split_context("a  b\u00a0c\u202fd\te") == (
+      ["a", "b\u00a0c", "d", "e"], [0, 0, 0, 1, 1, 1, 1, 2, 2, 3])
+  assert squad.get_best_indexes([1.0, 3.0, 3.0, 2.0], 3) == [1, 2, 3]
+  assert squad.doc_spans_for(10, 4, 3) == [(0, 4), (3, 4), (6, 4)]
+  spans = squad.doc_spans_for(10, 4, 3)
+  assert [squad.check_is_max_context(spans, i, 4) for i in range(3)] == [False, True, False]
+  assert squad.get_final_text("steve smith", "Steve Smith's", True) == "Steve Smith"
+  assert squad.compute_softmax([0.0, 0.0]) == [0.5, 0.5]
+
+
+def test_bad_files_are_clear_errors(tmp_path):
+  bad = tmp_path / "bad.json"
+  bad.write_text("{not json")
+  with pytest.raises(UserInputError, match="bad.json is not valid JSON"):
+    squad.read_squad_examples(str(bad), False)
+  empty = tmp_path / "empty.json"
+  empty.write_text('{"data": []}')
+  with pytest.raises(UserInputError, match="contains no usable questions"):
+    squad.read_squad_examples(str(empty), False)
+  offset = tmp_path / "offset.json"
+  offset.write_text(json.dumps({"data": [{"paragraphs": [{"context": "short text", "qas": [
+      {"id": "q1", "question": "?", "answers": [{"text": "text", "answer_start": 99}]}]}]}]}))
+  with pytest.raises(UserInputError, match="question q1 has answer_start 99 outside its context"):
+    squad.read_squad_examples(str(offset), True)
