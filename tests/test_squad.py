@@ -129,3 +129,27 @@ def test_bad_files_are_clear_errors(tmp_path):
       {"id": "q1", "question": "?", "answers": [{"text": "text", "answer_start": 99}]}]}]}]}))
   with pytest.raises(UserInputError, match="question q1 has answer_start 99 outside its context"):
     squad.read_squad_examples(str(offset), True)
+
+
+def test_official_metrics_hand_worked():
+  from bert_tf import squad_metrics
+  assert squad_metrics.normalize_answer("The  Quick, brown-fox!") == "quick brownfox"
+  dataset = [{"paragraphs": [{"qas": [
+      {"id": "a", "answers": [{"text": "the cat"}, {"text": "a black cat"}]},
+      {"id": "b", "answers": [{"text": "in 1851"}]},
+      {"id": "c", "answers": []},
+      {"id": "d", "answers": []}]}]}]
+  predictions = {"a": "Cat", "b": "1851 or so", "c": "", "d": "something"}
+  # a: exact (cat == cat); b: F1 = 2 * (1/3 * 1/2) / (1/3 + 1/2) = 0.4
+  answerable = [{"paragraphs": [{"qas": dataset[0]["paragraphs"][0]["qas"][:2]}]}]
+  v1 = squad_metrics.evaluate_v1(answerable, predictions)
+  assert v1["exact_match"] == pytest.approx(50.0) and v1["f1"] == pytest.approx(70.0)
+  v2 = squad_metrics.evaluate_v2(dataset, predictions,
+                                 na_probs={"a": -2.0, "b": -1.0, "c": 3.0, "d": 0.5})
+  assert v2["total"] == 4 and v2["HasAns_total"] == 2 and v2["NoAns_total"] == 2
+  assert v2["exact"] == pytest.approx(100 * (1 + 0 + 1 + 0) / 4)
+  assert v2["f1"] == pytest.approx(100 * (1 + 0.4 + 1 + 0) / 4)
+  assert v2["NoAns_exact"] == pytest.approx(50.0)
+  # Threshold sweep: start 2 (no-answer count); a +1 -> 3, b +0.4, d -1, c 0 => best 3.4 at -1.0
+  assert v2["best_f1"] == pytest.approx(100 * 3.4 / 4) and v2["best_f1_thresh"] == -1.0
+  assert v2["best_exact"] == pytest.approx(75.0) and v2["best_exact_thresh"] == -2.0
