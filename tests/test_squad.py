@@ -153,3 +153,79 @@ def test_official_metrics_hand_worked():
   # Threshold sweep: start 2 (no-answer count); a +1 -> 3, b +0.4, d -1, c 0 => best 3.4 at -1.0
   assert v2["best_f1"] == pytest.approx(100 * 3.4 / 4) and v2["best_f1_thresh"] == -1.0
   assert v2["best_exact"] == pytest.approx(75.0) and v2["best_exact_thresh"] == -2.0
+
+
+def _run_squad(*args):
+  import os
+  import subprocess
+  import sys
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  return subprocess.run([sys.executable, os.path.join(root, "run_squad.py"), *args],
+                        capture_output=True, text=True, timeout=300)
+
+
+def test_predictions_from_a_google_checkpoint_match_the_originals_logits(tokenizer, tmp_path):
+  """Encoder + cls/squad head in Google's layout -> the same answers as the original's logits."""
+  from bert_tf import checkpoints, heads
+  from bert_tf.modeling import BertModel
+  from conftest import TINY_CKPT, TINY_CONFIG, tiny_config
+  encoder, head = BertModel(tiny_config()), heads.SpanHead(tiny_config(), name="squad")
+  head.build()
+  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  checkpoints.load_checkpoint(FIXTURES / "checkpoint" / "squad_head" / "head.ckpt", heads=[head])
+  combined = checkpoints.save_checkpoint(tmp_path / "model" / "bert_model.ckpt", encoder, [head])
+  result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
+                      "--init_checkpoint=%s" % combined, "--do_predict",
+                      "--predict_file=%s" % (DATA / "squad_v1_tiny.json"), "--max_seq_length=64",
+                      "--doc_stride=32", "--max_query_length=16", "--n_best_size=5",
+                      "--max_answer_length=10", "--predict_batch_size=7",
+                      "--output_dir=%s" % (tmp_path / "out"))
+  assert result.returncode == 0, result.stderr
+  ours = json.loads((tmp_path / "out" / "predictions.json").read_text())
+  ours_nbest = json.loads((tmp_path / "out" / "nbest_predictions.json").read_text())
+  examples = squad.read_squad_examples(str(DATA / "squad_v1_tiny.json"), False)
+  features = []
+  squad.convert_examples_to_features(examples, tokenizer, 64, 32, 16, False, features.append)
+  forward = np.load(FIXTURES / "model_forward" / "squad_head_forward.npz")
+  v2_features = REFERENCE["predict"]["features"]
+  v2_examples = squad.read_squad_examples(str(DATA / "squad_v2_tiny.json"), False)
+  row = {(v2_examples[f["example_index"]].qas_id, f["doc_span_index"]): i
+         for i, f in enumerate(v2_features)}
+  results = []
+  for f in features:
+    i = row[(examples[f.example_index].qas_id, f.doc_span_index)]
+    results.append(squad.RawResult(f.unique_id, [float(x) for x in forward["predict.start_logits"][i]],
+                                   [float(x) for x in forward["predict.end_logits"][i]]))
+  want, want_nbest, _ = squad.compute_predictions(examples, features, results, 5, 10, True)
+  assert ours == want
+  for qid in want_nbest:
+    assert [e["text"] for e in ours_nbest[qid]] == [e["text"] for e in want_nbest[qid]]
+    np.testing.assert_allclose([e["start_logit"] for e in ours_nbest[qid]],
+                               [e["start_logit"] for e in want_nbest[qid]], atol=1e-4)
+  metrics = json.loads((tmp_path / "out" / "eval_results.json").read_text())
+  assert sorted(metrics) == ["exact_match", "f1"]
+
+
+def test_train_predict_evaluate_v2_end_to_end(tmp_path):
+  from conftest import TINY_CKPT, TINY_CONFIG
+  result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
+                      "--init_checkpoint=%s" % TINY_CKPT, "--do_train", "--do_predict",
+                      "--train_file=%s" % (DATA / "squad_v2_tiny.json"),
+                      "--predict_file=%s" % (DATA / "squad_v2_tiny.json"),
+                      "--version_2_with_negative", "--train_batch_size=8",
+                      "--num_train_epochs=2", "--max_seq_length=64", "--doc_stride=32",
+                      "--max_query_length=16", "--output_dir=%s" % (tmp_path / "out"))
+  assert result.returncode == 0, result.stderr
+  assert "Could not find answer" in result.stderr  # lh-10's wrong offset, as the original
+  out = tmp_path / "out"
+  predictions = json.loads((out / "predictions.json").read_text())
+  assert len(predictions) == 21
+  assert len(json.loads((out / "null_odds.json").read_text())) == 21
+  metrics = json.loads((out / "eval_results.json").read_text())
+  assert metrics["total"] == 21 and metrics["HasAns_total"] == 16 and "best_f1_thresh" in metrics
+  assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-5")
+  bad = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
+                   "--do_train", "--train_file=%s" % (DATA / "squad_v2_tiny.json"),
+                   "--max_seq_length=64", "--max_query_length=16",
+                   "--output_dir=%s" % (tmp_path / "bad"))
+  assert bad.returncode == 2 and "--version_2_with_negative" in bad.stderr
