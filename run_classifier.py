@@ -22,11 +22,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import (checkpoints, cli, distribution, input_pipeline, optimization, pretraining_data,
+from bert_tf import (cli, distribution, example_codec, input_pipeline, optimization,
                      runner_flags, tokenization, training)
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
-from bert_tf.progress import Progress
 from bert_tf.tasks import glue
 
 FLAGS = flags.FLAGS
@@ -79,16 +78,10 @@ _SUBMISSION_NAMES = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": 
 
 def write_feature_file(examples, label_list, tokenizer, path, description):
   """The original's file_based_convert_examples_to_features, with progress."""
-  writer = pretraining_data.ExampleFileWriter([path], Progress(len(examples), "examples",
-                                                               description))
-  try:
-    for index, example in enumerate(examples):
-      writer.write(glue.encode_features(glue.convert_single_example(
-          index, example, label_list, FLAGS.max_seq_length, tokenizer)))
-  except BaseException:
-    writer.close()
-    raise
-  return writer.commit()
+  records = (glue.encode_features(glue.convert_single_example(
+      index, example, label_list, FLAGS.max_seq_length, tokenizer))
+             for index, example in enumerate(examples))
+  return example_codec.write_records(path, records, len(examples), description)
 
 
 def pad_for_tpu(examples, batch_size):

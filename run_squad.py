@@ -24,11 +24,10 @@ from absl import flags, logging
 import keras
 import tensorflow as tf
 
-from bert_tf import (cli, distribution, input_pipeline, optimization, pretraining_data,
+from bert_tf import (cli, distribution, example_codec, input_pipeline, optimization,
                      runner_flags, squad_metrics, tokenization, training)
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
-from bert_tf.progress import Progress
 from bert_tf.tasks import squad
 
 FLAGS = flags.FLAGS
@@ -107,26 +106,23 @@ def validate_flags(config, strategy):
 
 
 def write_features(examples, tokenizer, path, is_training):
-  """The original FeatureWriter over convert_examples_to_features; returns the features."""
+  """The original FeatureWriter over convert_examples_to_features; returns
+  (count, features kept in memory for write_predictions when predicting)."""
   kept = []
-  writer = pretraining_data.ExampleFileWriter(
-      [path], Progress(None, "features", "train features" if is_training else "predict features"))
 
-  def output_fn(feature):
-    writer.write(squad.encode_feature(feature, is_training))
-    if not is_training:
-      kept.append(feature)
-
-  try:
+  def records():
+    features = []
     squad.convert_examples_to_features(examples, tokenizer, FLAGS.max_seq_length,
                                        FLAGS.doc_stride, FLAGS.max_query_length, is_training,
-                                       output_fn)
-  except BaseException:
-    writer.close()
-    raise
-  writer.progress.finish()
-  writer.commit()
-  return writer.count, kept
+                                       features.append)
+    for feature in features:
+      yield squad.encode_feature(feature, is_training)
+      if not is_training:
+        kept.append(feature)
+
+  count = example_codec.write_records(
+      path, records(), description="train features" if is_training else "predict features")
+  return count, kept
 
 
 def has_answers(predict_file):

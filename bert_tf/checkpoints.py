@@ -77,12 +77,14 @@ def head_variable_map(head):
     return _pooled_logits("cls/squad/", head)
   if isinstance(head, heads_lib.ClassificationHead):
     return _pooled_logits("", head)
+  if isinstance(head, heads_lib.MultipleChoiceHead):
+    return {"cls/swag/output_weights": head.output_weights}
   raise TypeError("No Google checkpoint names are defined for %s." % type(head).__name__)
 
 
 # Names the original code gives head variables; a checkpoint may carry heads the
 # model does not use.
-_KNOWN_HEAD_PREFIXES = ("cls/predictions/", "cls/seq_relationship/", "cls/squad/")
+_KNOWN_HEAD_PREFIXES = ("cls/predictions/", "cls/seq_relationship/", "cls/squad/", "cls/swag/")
 _KNOWN_HEAD_NAMES = ("output_weights", "output_bias")
 
 

@@ -6,6 +6,8 @@ Each head creates the same variables (shapes, initializers) as the original code
   NextSentenceHead     cls/seq_relationship/{output_weights, output_bias}
   ClassificationHead   output_weights, output_bias              (run_classifier.py)
   SpanHead             cls/squad/{output_weights, output_bias}  (run_squad.py)
+  MultipleChoiceHead   cls/swag/output_weights [1, H]           (run_swag.py; not in the
+                       original code, which shipped no SWAG runner: the paper's one vector)
 
 The Google names themselves live in `bert_tf.checkpoints`, the one name map.
 Log-probabilities and losses are float32 under every dtype policy. Losses use the
@@ -111,6 +113,30 @@ class SpanHead(_PooledLogits):
     """[B, S, H] -> ([B, S] start logits, [B, S] end logits)."""
     logits = self.logits(sequence_output)  # [B, S, 2]
     return logits[:, :, 0], logits[:, :, 1]
+
+
+class MultipleChoiceHead(keras.layers.Layer):
+  """Paper section 4.4: one vector V; a choice's score is V . C (C its pooled [CLS] output).
+
+  No bias: the paper introduces only this vector (a shared bias would cancel in
+  the softmax over choices anyway).
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+
+  def build(self, input_shape=None):
+    self.output_weights = self.add_weight(
+        name="output_weights", shape=(1, self.config.hidden_size),
+        initializer=keras.initializers.TruncatedNormal(stddev=0.02))
+    self.built = True
+
+  def call(self, pooled_output, num_choices):
+    """[B * num_choices, H] -> [B, num_choices] scores."""
+    weights = ops.cast(self.output_weights, self.compute_dtype)
+    scores = ops.matmul(ops.cast(pooled_output, self.compute_dtype), ops.transpose(weights))
+    return ops.reshape(ops.cast(scores, "float32"), (-1, num_choices))
 
 
 def _negative_log_likelihood(log_probs, labels):

@@ -256,41 +256,10 @@ def instance_to_example(instance, tokenizer, max_seq_length, max_predictions_per
   ])
 
 
-class ExampleFileWriter:
-  """Writes serialized examples round-robin over files, each under a temporary name.
-
-  `commit()` renames them into place once all are complete, so an interrupted run
-  never leaves a truncated file under a requested name.
-  """
-
-  def __init__(self, output_files, progress=None):
-    self.output_files = list(output_files)
-    self.temporary = [f + ".partial" for f in self.output_files]
-    self.writers = [tf.io.TFRecordWriter(f) for f in self.temporary]
-    self.progress = progress
-    self.count = 0
-
-  def write(self, serialized):
-    self.writers[self.count % len(self.writers)].write(serialized)
-    self.count += 1
-    if self.progress is not None:
-      self.progress.update(1)
-
-  def close(self):
-    for writer in self.writers:
-      writer.close()
-
-  def commit(self):
-    self.close()
-    for tmp, final in zip(self.temporary, self.output_files):
-      tf.io.gfile.rename(tmp, final, overwrite=True)
-    return self.count
-
-
 def write_instance_to_example_files(instances, tokenizer, max_seq_length,
                                     max_predictions_per_seq, output_files, progress=None):
   """Writes the instances round-robin over `output_files`; returns the count."""
-  writer = ExampleFileWriter(output_files, progress)
+  writer = example_codec.ExampleFileWriter(output_files, progress)
   try:
     for instance in instances:
       writer.write(instance_to_example(instance, tokenizer, max_seq_length,
@@ -307,7 +276,8 @@ def write_sharded(input_files, output_files, documents_per_shard, tokenizer, max
   """Bounded-memory mode: each shard of `documents_per_shard` documents is processed
   like a whole corpus of the original (shuffle, dupe passes, shuffle), with one rng
   running through all shards. Returns the number of records written."""
-  writer = ExampleFileWriter(output_files, Progress(None, "records", "writing (streaming)"))
+  writer = example_codec.ExampleFileWriter(output_files,
+                                          Progress(None, "records", "writing (streaming)"))
 
   def flush(shard):
     instances = create_training_instances(

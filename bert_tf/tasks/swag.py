@@ -1,0 +1,158 @@
+"""SWAG multiple choice (paper section 4.4): reading, features and the task.
+
+Each example becomes four sequences `[CLS] sent1 sent2 [SEP] ending_i [SEP]`
+(sent2 is the start of the sentence the endings complete), each packed with the
+original's pair truncation. The pooled [CLS] output of each sequence is scored by
+one vector; a softmax over the four scores is trained with cross-entropy.
+Features are cached as TFRecords: `input_ids`, `input_mask`, `segment_ids` of
+NUM_CHOICES * max_seq_length values (choice-major), `label_ids`, `is_real_example`.
+"""
+
+import csv
+import dataclasses
+
+import keras
+from keras import ops
+
+from bert_tf import example_codec, heads, packing
+from bert_tf.errors import UserInputError
+from bert_tf.modeling import BertModel
+
+NUM_CHOICES = 4
+_COLUMNS = ("video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0",
+            "ending1", "ending2", "ending3")
+
+
+@dataclasses.dataclass
+class SwagExample:
+  swag_id: str
+  context: str
+  endings: list
+  label: int = None
+
+
+def read_swag_examples(input_file, has_labels):
+  """SwagExamples from a SWAG CSV (header row; test files have no label column)."""
+  try:
+    with open(input_file, encoding="utf-8", newline="") as f:
+      rows = list(csv.DictReader(f))
+  except FileNotFoundError:
+    raise UserInputError("SWAG file %s does not exist (check --data_dir)." % input_file) from None
+  except UnicodeDecodeError:
+    raise UserInputError("SWAG file %s is not UTF-8 text." % input_file) from None
+  if not rows:
+    raise UserInputError("SWAG file %s has no rows." % input_file)
+  missing = [c for c in _COLUMNS + (("label",) if has_labels else ()) if c not in rows[0]]
+  if missing:
+    raise UserInputError("SWAG file %s lacks column(s) %s." % (input_file, ", ".join(missing)))
+  examples = []
+  for number, row in enumerate(rows, 2):  # line 1 is the header
+    endings = [row["ending%d" % i] for i in range(NUM_CHOICES)]
+    if any(e is None or not e.strip() for e in endings):
+      raise UserInputError("%s line %d: an ending is missing or empty." % (input_file, number))
+    label = None
+    if has_labels:
+      try:
+        label = int(row["label"])
+      except (TypeError, ValueError):
+        label = -1
+      if not 0 <= label < NUM_CHOICES:
+        raise UserInputError("%s line %d: label %r is not 0-%d." %
+                             (input_file, number, row["label"], NUM_CHOICES - 1))
+    context = " ".join(t for t in (row["sent1"], row["sent2"]) if t)
+    swag_id = "%s-%s" % (row["video-id"], row["fold-ind"])
+    examples.append(SwagExample(swag_id, context, endings, label))
+  return examples
+
+
+def convert_example(example, max_seq_length, tokenizer):
+  """(input_ids, input_mask, segment_ids) lists of NUM_CHOICES * max_seq_length, label."""
+  context_tokens = tokenizer.tokenize(example.context)
+  ids, mask, segments = [], [], []
+  for ending in example.endings:
+    packed = packing.pack_tokens(context_tokens, tokenizer.tokenize(ending), max_seq_length,
+                                 tokenizer)
+    ids += packed.input_ids
+    mask += packed.input_mask
+    segments += packed.segment_ids
+  return ids, mask, segments, example.label if example.label is not None else 0
+
+
+def encode_features(features):
+  input_ids, input_mask, segment_ids, label = features
+  int64 = example_codec.int64_feature
+  return example_codec.encode_example([
+      ("input_ids", int64(input_ids)), ("input_mask", int64(input_mask)),
+      ("segment_ids", int64(segment_ids)), ("label_ids", int64([label])),
+      ("is_real_example", int64([1]))])
+
+
+def feature_spec(max_seq_length):
+  import tensorflow as tf
+  length = NUM_CHOICES * max_seq_length
+  return {"input_ids": (length, tf.int64), "input_mask": (length, tf.int64),
+          "segment_ids": (length, tf.int64), "label_ids": (1, tf.int64),
+          "is_real_example": (1, tf.int64)}
+
+
+class MultipleChoiceModel(keras.Model):
+  """BertModel run on every choice, scored by the MultipleChoiceHead."""
+
+  def __init__(self, config, use_one_hot_embeddings=False, dtype=None, **kwargs):
+    super().__init__(dtype=dtype, **kwargs)
+    self.encoder = BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings, dtype=dtype)
+    self.choice = heads.MultipleChoiceHead(config, name="swag", dtype=dtype)
+    self.choice.build()
+    self.heads = [self.choice]
+    self.built = True
+
+  def call(self, features, training=False):
+    """features: [B, NUM_CHOICES * S], choice-major -> [B, NUM_CHOICES] scores."""
+    seq_length = ops.shape(features["input_ids"])[-1] // NUM_CHOICES
+    flat = {k: ops.reshape(features[k], (-1, seq_length))
+            for k in ("input_ids", "input_mask", "segment_ids")}
+    pooled = self.encoder({"input_ids": flat["input_ids"], "input_mask": flat["input_mask"],
+                           "token_type_ids": flat["segment_ids"]},
+                          training=training)["pooled_output"]
+    return self.choice(pooled, num_choices=NUM_CHOICES)
+
+
+class MultipleChoiceTask:
+  """Softmax over the choices' scores, cross-entropy on the gold choice."""
+
+  loss_epsilons = {"choice": 0.0}
+
+  def __init__(self, config, use_one_hot_embeddings=False, dtype=None):
+    self.config = config
+    self.use_one_hot_embeddings = use_one_hot_embeddings
+    self.dtype = dtype
+
+  def create_model(self):
+    return MultipleChoiceModel(self.config, self.use_one_hot_embeddings, dtype=self.dtype)
+
+  def _weights(self, features):
+    return ops.reshape(ops.cast(features["is_real_example"], "float32"), (-1,))
+
+  def _per_example(self, scores, features):
+    _, loss = heads.mean_cross_entropy(ops.log_softmax(scores, axis=-1), features["label_ids"])
+    return loss
+
+  def loss_denominators(self, features):
+    return {"choice": ops.sum(self._weights(features))}
+
+  def loss_numerators(self, model, features, training):
+    loss = self._per_example(model(features, training=training), features)
+    return {"choice": ops.sum(self._weights(features) * loss)}
+
+  def eval_batch(self, model, features):
+    scores = model(features, training=False)
+    loss = self._per_example(scores, features)
+    weights = self._weights(features)
+    labels = ops.reshape(ops.cast(features["label_ids"], "int32"), (-1,))
+    correct = ops.cast(ops.cast(ops.argmax(scores, axis=-1), "int32") == labels, "float32")
+    sums = {"eval_accuracy": (ops.sum(weights * correct), ops.sum(weights)),
+            "eval_loss": (ops.sum(weights * loss), ops.sum(weights))}
+    return sums, {"choice": ops.sum(weights * loss)}
+
+  def predict_batch(self, model, features):
+    return {"probabilities": ops.softmax(model(features, training=False), axis=-1)}
