@@ -5,8 +5,8 @@ tf.Module that owns a `BertTextTokenizer` (vocabulary and character tables are
 graph constants, so no path to vocab.txt survives) and the models' variables,
 with one tf.function per signature, plus `assets.extra/bert_tf_export.json`, a
 small human-readable description. Each task adds one `export_<task>` function
-that builds its signatures on that core (`export_classifier` now; SQuAD and SWAG
-later).
+that builds its signatures on that core (`export_classifier`, `export_squad`;
+SWAG later).
 
 Loading needs only `import tensorflow, tensorflow_text` (the latter registers the
 tokenizer's ops); bert_tf is not needed. Tools that do not import
@@ -404,10 +404,11 @@ def squad_windows(tokenizer, question, context, max_seq_length, doc_stride,
   token_word = tf.where(in_context, _safe_gather(piece_word, doc_flat, -1),
                         tf.constant(-1, tf.int64))
 
-  # _check_is_max_context: the windows holding a piece are at most
-  # ceil(max_doc / stride) apart, so each window compares with its neighbours
-  # within that distance; the first window with the best score owns the piece.
-  reach = tf.reduce_max(tf.concat([[0], (w_max + w_stride - 1) // w_stride], axis=0))
+  # _check_is_max_context: windows start on multiples of the stride, so two
+  # windows holding the same piece are at most (max_doc - 1) // stride apart; each
+  # window compares with its neighbours within that distance, and the first
+  # window with the best score owns the piece.
+  reach = tf.reduce_max(tf.concat([[0], (w_max - 1) // w_stride], axis=0))
   shift = tf.range(-reach, reach + 1)
   other = tf.range(total)[:, None] + shift[None, :]  # [windows, shifts]
   safe_other = tf.clip_by_value(other, 0, tf.maximum(total - 1, 0))
@@ -466,10 +467,9 @@ def squad_best_spans(windows, start_logits, end_logits, n_best_size, max_answer_
   Returns a dict per row: has_span (bool, a candidate exists), window (index
   into the windows), start_index, end_index (positions in that window),
   start_word, end_word (int64, all -1 without a span), start_logit, end_logit,
-  score (float64;
-  0.0 without a span, as the original's "empty" nonce) and for v2 null_score
-  (float64, 0.0 for a row without windows) and is_impossible (bool, also True
-  without a span, where the original crashes).
+  score (float64, 0.0 without a span, as the original's "empty" nonce) and for
+  v2 null_score (float64, 0.0 for a row without windows) and is_impossible
+  (bool, also True without a span, where the original crashes).
   """
   num_rows = windows["num_rows"]
   window_row = windows["window_row"]
@@ -510,7 +510,7 @@ def squad_best_spans(windows, start_logits, end_logits, n_best_size, max_answer_
   chosen = tf.logical_and(window_has, window_ids == tf.gather(first_window, window_row))
   tied_start = tf.reduce_any(tied, axis=2)
   top_start = tf.reduce_max(tf.where(tied_start, start64, neg_inf), axis=1, keepdims=True)
-  pass
+  tied_start = tf.logical_and(tied_start, start64 == top_start)
   columns = tf.range(seq)[None, :]
   start_col = tf.reduce_min(tf.where(tied_start, columns, seq), axis=1)
   start_col = tf.minimum(start_col, seq - 1)  # Windows without candidates: unused.
@@ -549,7 +549,7 @@ def squad_best_spans(windows, start_logits, end_logits, n_best_size, max_answer_
   return result
 
 
-def _check_positive_int(name, value, minimum=1):
+def _check_int_at_least(name, value, minimum):
   if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
     raise UserInputError("%s=%r must be an integer >= %d." % (name, value, minimum))
 
@@ -585,8 +585,10 @@ def export_squad(export_dir, encoder, head, vocab_file, do_lower_case, max_seq_l
       v2 also null_score float32 [batch] and is_impossible bool [batch]: when the
       null answer wins, answer is "" and the offsets are -1, and score stays
       the best span's, so null_score - score is the original's null_odds value.
-      A row without any candidate span (empty context) gets "", -1, score 0.0
-      (v2: is_impossible True, null_score 0.0 if it has no window).
+      A row without any candidate span (an empty context, or none of the
+      n_best_size best starts and ends form a valid span: the original's
+      "empty" nonce in v1, a crash in v2) gets "", -1 and score 0.0; in v2
+      is_impossible True, and null_score 0.0 if the row has no window.
     serve_ids: input_word_ids, input_mask, input_type_ids int32 [batch, seq] ->
       start_logits, end_logits float32 [batch, seq].
 
@@ -603,11 +605,11 @@ def export_squad(export_dir, encoder, head, vocab_file, do_lower_case, max_seq_l
   Returns export_dir.
   """
   check_export_dir(export_dir, overwrite)
-  _check_positive_int("max_query_length", max_query_length, 0)
-  _check_positive_int("doc_stride", doc_stride)
-  _check_positive_int("max_answer_length", max_answer_length)
-  _check_positive_int("n_best_size", n_best_size)
-  _check_positive_int("window_batch_size", window_batch_size)
+  _check_int_at_least("max_query_length", max_query_length, 0)
+  _check_int_at_least("doc_stride", doc_stride, 1)
+  _check_int_at_least("max_answer_length", max_answer_length, 1)
+  _check_int_at_least("n_best_size", n_best_size, 1)
+  _check_int_at_least("window_batch_size", window_batch_size, 1)
   check_seq_length(max_seq_length, encoder, 3)
   if max_seq_length <= max_query_length + 3:
     raise UserInputError("The max_seq_length (%d) must be greater than max_query_length "
