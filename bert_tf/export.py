@@ -693,3 +693,51 @@ def export_squad(export_dir, encoder, head, vocab_file, do_lower_case, max_seq_l
       "answer_text": "word-level context span (no get_final_text trimming)",
   }
   return save_serving_module(export_dir, module, signatures, metadata, overwrite=overwrite)
+
+
+# ------------------------------------------------------------------------ swag
+
+def export_swag(export_dir, encoder, head, vocab_file, do_lower_case, max_seq_length,
+                overwrite=False, num_choices=4):
+  """Exports a run_swag model (bert_tf.heads.MultipleChoiceHead on the pooled output).
+
+  Signatures:
+    serving_default: context, ending0..ending3 string [batch] -> probabilities
+      float32 [batch, 4], label_ids int32 [batch] (the most likely ending).
+    serve_ids: input_word_ids, input_mask, input_type_ids int32 [batch * 4, seq]
+      (choice-major within each example) -> logits float32 [batch, 4].
+  Each choice is packed like run_swag: `[CLS] context [SEP] ending_i [SEP]`.
+  """
+  check_export_dir(export_dir, overwrite)
+  check_seq_length(max_seq_length, encoder, 3)
+  tokenizer = BertTextTokenizer(os.fspath(vocab_file), do_lower_case=do_lower_case)
+  module = ServingModule(tokenizer, [encoder, head])
+  max_positions = encoder.config.max_position_embeddings
+
+  def scores_of(inputs):
+    pooled = encoder(inputs, training=False)["pooled_output"]
+    return tf.cast(head(pooled, num_choices=num_choices), tf.float32)
+
+  def from_text(context, *endings):
+    # Rows of all choices, choice-major per example: [batch, choices] -> [batch * choices].
+    contexts = tf.reshape(tf.repeat(context[:, None], num_choices, axis=1), [-1])
+    flat_endings = tf.reshape(tf.stack(endings, axis=1), [-1])
+    features = module.tokenizer.encode(contexts, flat_endings, seq_length=max_seq_length)
+    logits = scores_of({"input_ids": features["input_word_ids"],
+                        "input_mask": features["input_mask"],
+                        "token_type_ids": features["input_type_ids"]})
+    return {"probabilities": tf.nn.softmax(logits, axis=-1),
+            "label_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+  def from_ids(input_word_ids, input_mask, input_type_ids):
+    return {"logits": scores_of(checked_ids(input_word_ids, input_mask, input_type_ids,
+                                            max_positions))}
+
+  names = ["context"] + ["ending%d" % i for i in range(num_choices)]
+  serve_text = serving_function(from_text, [text_spec(name) for name in names])
+  signatures = {DEFAULT_SIGNATURE: serve_text,
+                IDS_SIGNATURE: serving_function(from_ids, ids_specs())}
+  metadata = {"task": "multiple_choice", "num_choices": num_choices,
+              "max_seq_length": max_seq_length, "do_lower_case": tokenizer.do_lower_case,
+              "vocab_size": tokenizer.vocab_size}
+  return save_serving_module(export_dir, module, signatures, metadata, overwrite=overwrite)

@@ -229,3 +229,22 @@ def test_train_predict_evaluate_v2_end_to_end(tmp_path):
                    "--max_seq_length=64", "--max_query_length=16",
                    "--output_dir=%s" % (tmp_path / "bad"))
   assert bad.returncode == 2 and "--version_2_with_negative" in bad.stderr
+
+
+def test_export_dir_writes_an_answering_savedmodel(tmp_path):
+  from conftest import TINY_CKPT, TINY_CONFIG
+  from bert_tf import export
+  result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
+                      "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=64",
+                      "--doc_stride=32", "--max_query_length=16",
+                      "--export_dir=%s" % (tmp_path / "export"),
+                      "--output_dir=%s" % (tmp_path / "out"))
+  assert result.returncode == 0, result.stderr
+  assert export.read_metadata(str(tmp_path / "export"))["task"] == "squad"
+  model = tf.saved_model.load(str(tmp_path / "export"))
+  context = "The lighthouse was built in 1851 by Thomas Whitcombe."
+  out = model.signatures["serving_default"](question=tf.constant(["When was it built?"]),
+                                            context=tf.constant([context]))
+  start, end = int(out["start_char"][0]), int(out["end_char"][0])
+  answer = out["answer"].numpy()[0].decode("utf-8")
+  assert answer and context[start:end] == answer

@@ -96,3 +96,48 @@ def test_training_lowers_the_loss_and_stores_the_head_under_its_documented_name(
   checkpoint = tf.train.latest_checkpoint(str(tmp_path / "after"))
   shapes = tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map()
   assert shapes["cls/swag/output_weights"] == [1, 32]
+
+
+def test_export_answers_raw_text_like_the_python_path_in_a_fresh_process(tmp_path):
+  import json
+  import numpy as np
+  from bert_tf import checkpoints, export, heads
+  from bert_tf.modeling import BertModel
+  from conftest import tiny_config
+  config = tiny_config()
+  encoder, head = BertModel(config), heads.MultipleChoiceHead(config, name="swag")
+  head.build()
+  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  export.export_swag(str(tmp_path / "export"), encoder, head, VOCAB_UNCASED, True, 32)
+  example = swag.SwagExample("x", "The cat sat on the mat. Then it",
+                             ["slept.", "ran away.", "", "caf\u00e9 \u4e2d"], 0)
+  tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED)
+  ids, mask, segments, _ = swag.convert_example(example, 32, tokenizer)
+  pooled = encoder({"input_ids": np.reshape(ids, (4, 32)), "input_mask": np.reshape(mask, (4, 32)),
+                    "token_type_ids": np.reshape(segments, (4, 32))})["pooled_output"]
+  want = tf.nn.softmax(head(pooled, num_choices=4)).numpy()[0]
+  script = (
+      "import json, tensorflow as tf, tensorflow_text\n"
+      "m = tf.saved_model.load(%r)\n"
+      "e = %r\n"
+      "out = m.signatures['serving_default'](context=tf.constant([%r, '']),\n"
+      "    **{'ending%%d' %% i: tf.constant([e[i], 'x']) for i in range(4)})\n"
+      "print(json.dumps(out['probabilities'].numpy().tolist()))\n"
+      % (str(tmp_path / "export"), example.endings, example.context))
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  fresh = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=str(tmp_path), env=env, timeout=300)
+  assert fresh.returncode == 0, fresh.stderr
+  got = json.loads(fresh.stdout.strip().splitlines()[-1])
+  np.testing.assert_allclose(got[0], want, atol=1e-5)
+  assert abs(sum(got[1]) - 1) < 1e-5
+
+
+def test_run_swag_export_dir(tmp_path):
+  from bert_tf import export
+  result = _run("--data_dir=%s" % tmp_path, "--vocab_file=%s" % VOCAB_UNCASED,
+                "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+                "--max_seq_length=32", "--export_dir=%s" % (tmp_path / "export"),
+                "--output_dir=%s" % (tmp_path / "out"))
+  assert result.returncode == 0, result.stderr
+  assert export.read_metadata(str(tmp_path / "export"))["task"] == "multiple_choice"
