@@ -152,9 +152,11 @@ def _read_question(input_file, qa, doc_tokens, char_to_word_offset, is_training,
                          "--version_2_with_negative)." % (input_file, qas_id))
   answers = qa.get("answers", [])
   if len(answers) != 1 and not is_impossible:
+    hint = ("a training file has one answer per question (dev files list several)"
+            if version_2_with_negative else
+            "a SQuAD 2.0 file needs --version_2_with_negative")
     raise UserInputError("For training, each question should have exactly 1 answer "
-                         "(%s: question %s has %d; a SQuAD 2.0 file needs "
-                         "--version_2_with_negative)." % (input_file, qas_id, len(answers)))
+                         "(%s: question %s has %d; %s)." % (input_file, qas_id, len(answers), hint))
   if is_impossible:
     return SquadExample(qas_id, question_text, doc_tokens, "", -1, -1, True)
   answer = answers[0]
