@@ -16,7 +16,7 @@ from absl import flags, logging
 import keras
 import tensorflow as tf
 
-from bert_tf import cli, distribution, input_pipeline, optimization, runner_flags, training
+from bert_tf import cli, input_pipeline, runner_flags, training
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import PretrainingTask
@@ -80,27 +80,17 @@ def main(_):
   logging.info("Strategy: %s with %d replica(s)", runner_flags.strategy_name(FLAGS),
                strategy.num_replicas_in_sync)
 
-  task = PretrainingTask(config, use_one_hot_embeddings=runner_flags.strategy_name(FLAGS) == "tpu",
+  task = PretrainingTask(config, use_one_hot_embeddings=runner_flags.use_one_hot_embeddings(FLAGS),
                          dtype=runner_flags.dtype_policy(FLAGS))
-  trainer = training.Trainer(
-      strategy, task, FLAGS.output_dir,
-      lambda names: optimization.create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps,
-                                                  FLAGS.num_warmup_steps, names, FLAGS.optimizer),
-      init_checkpoint=FLAGS.init_checkpoint,
-      accumulation_steps=FLAGS.gradient_accumulation_steps,
-      loss_scale=FLAGS.mixed_precision == "float16", jit_compile=FLAGS.jit_compile,
-      worker=distribution.worker_name(strategy))
+  trainer = runner_flags.make_trainer(FLAGS, strategy, task, FLAGS.num_train_steps,
+                                       FLAGS.num_warmup_steps)
   with tf.io.gfile.GFile(tf.io.gfile.join(FLAGS.output_dir, "bert_config.json"), "w") as f:
     f.write(config.to_json_string())
 
   if FLAGS.do_train:
-    micro_batch = FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps
-    dataset = input_pipeline.record_dataset(input_files, features, micro_batch, is_training=True,
-                                            seed=FLAGS.shuffle_seed)
     logging.info("***** Running training: batch %d, %d steps *****", FLAGS.train_batch_size,
                  FLAGS.num_train_steps)
-    trainer.train(dataset, FLAGS.num_train_steps, FLAGS.save_checkpoints_steps,
-                  log_steps=FLAGS.iterations_per_loop)
+    runner_flags.train_on_records(FLAGS, trainer, input_files, features, FLAGS.num_train_steps)
 
   if FLAGS.do_eval:
     if not FLAGS.do_train:

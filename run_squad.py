@@ -24,8 +24,8 @@ from absl import flags, logging
 import keras
 import tensorflow as tf
 
-from bert_tf import (cli, distribution, example_codec, input_pipeline, optimization,
-                     runner_flags, squad_metrics, tokenization, training)
+from bert_tf import (cli, example_codec, input_pipeline, runner_flags, squad_metrics,
+                     tokenization)
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import squad
@@ -153,28 +153,17 @@ def main(_):
     random.Random(12345).shuffle(train_examples)  # as the original, before making features
   num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
 
-  task = squad.SquadTask(config, use_one_hot_embeddings=runner_flags.strategy_name(FLAGS) == "tpu",
+  task = squad.SquadTask(config, use_one_hot_embeddings=runner_flags.use_one_hot_embeddings(FLAGS),
                          dtype=runner_flags.dtype_policy(FLAGS))
-  trainer = training.Trainer(
-      strategy, task, FLAGS.output_dir,
-      lambda names: optimization.create_optimizer(FLAGS.learning_rate, num_train_steps,
-                                                  num_warmup_steps, names, FLAGS.optimizer),
-      init_checkpoint=FLAGS.init_checkpoint,
-      accumulation_steps=FLAGS.gradient_accumulation_steps,
-      loss_scale=FLAGS.mixed_precision == "float16", jit_compile=FLAGS.jit_compile,
-      worker=distribution.worker_name(strategy))
+  trainer = runner_flags.make_trainer(FLAGS, strategy, task, num_train_steps, num_warmup_steps)
 
   if FLAGS.do_train:
     train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
     count, _ = write_features(train_examples, tokenizer, train_file, is_training=True)
     logging.info("***** Running training: %d examples, %d features, batch %d, %d steps *****",
                  len(train_examples), count, FLAGS.train_batch_size, num_train_steps)
-    dataset = input_pipeline.record_dataset(
-        [train_file], squad.feature_spec(FLAGS.max_seq_length, True),
-        FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps, is_training=True,
-        seed=FLAGS.shuffle_seed)
-    trainer.train(dataset, num_train_steps, FLAGS.save_checkpoints_steps,
-                  log_steps=FLAGS.iterations_per_loop)
+    runner_flags.train_on_records(FLAGS, trainer, [train_file],
+                                  squad.feature_spec(FLAGS.max_seq_length, True), num_train_steps)
   else:
     trainer.restore_or_initialize()
 

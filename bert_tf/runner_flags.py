@@ -63,3 +63,31 @@ def check_batch_sizes(values, strategy, train_batch_size, *other_batch_sizes):
   for size in other_batch_sizes:
     if size < 1:
       raise UserInputError("Batch sizes must be positive, got %d." % size)
+
+
+def make_trainer(values, strategy, task, num_train_steps, num_warmup_steps):
+  """The Trainer every runner uses, configured from the shared flags."""
+  from bert_tf import optimization, training
+  return training.Trainer(
+      strategy, task, values.output_dir,
+      lambda names: optimization.create_optimizer(values.learning_rate, num_train_steps,
+                                                  num_warmup_steps, names, values.optimizer),
+      init_checkpoint=values.init_checkpoint,
+      accumulation_steps=values.gradient_accumulation_steps,
+      loss_scale=values.mixed_precision == "float16", jit_compile=values.jit_compile,
+      worker=distribution.worker_name(strategy))
+
+
+def train_on_records(values, trainer, files, spec, num_train_steps):
+  """Trains on TFRecord files of `spec` features with the shared batch/seed/save flags."""
+  from bert_tf import input_pipeline
+  dataset = input_pipeline.record_dataset(
+      files, spec, values.train_batch_size // values.gradient_accumulation_steps,
+      is_training=True, seed=values.shuffle_seed)
+  return trainer.train(dataset, num_train_steps, values.save_checkpoints_steps,
+                       log_steps=values.iterations_per_loop)
+
+
+def use_one_hot_embeddings(values):
+  """The original used one-hot embedding lookups exactly when running on TPUs."""
+  return strategy_name(values) == "tpu"

@@ -1,6 +1,5 @@
 """Shared test helpers: fixture paths and the tiny Google-layout reference model."""
 
-import os
 import pathlib
 
 import bert_tf  # noqa: F401  (sets TensorFlow environment defaults before TF loads)

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-import keras
 
 from bert_tf import checkpoints, heads, layers
 from bert_tf.config import BertConfig

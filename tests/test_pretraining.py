@@ -224,7 +224,7 @@ def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path)
 
 
 def test_a_failed_save_leaves_the_last_good_checkpoint_readable(tmp_path, monkeypatch):
-  from bert_tf import checkpoints, input_pipeline
+  from bert_tf import checkpoints
   out = str(tmp_path / "run")
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   task = PretrainingTask(BertConfig.from_json_file(NODROPOUT_CONFIG))
