@@ -1,4 +1,4 @@
-"""The whole BERT pipeline on the sample data in data/, in one command (about 7 minutes on 2 CPUs).
+"""The whole BERT pipeline on the sample data in data/, in one command (~7 minutes on 2 CPUs).
 
   python demo.py [--output_dir=demo_output] [--quick] [--clean]
 
@@ -40,22 +40,25 @@ TINY_CONFIG = {
     "type_vocab_size": 2,
 }
 
-# Chosen by measurement: next-sentence prediction (hence the [CLS] vector the
-# classifier reads) becomes informative after ~1000-1500 steps; with 500 the
-# classifier stays near chance.
-FULL = dict(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=5,
-            pretrain_steps=1500, pretrain_warmup=150, pretrain_lr="1e-3", save_steps=500,
-            log_steps=100, finetune_lr="1e-4", finetune_epochs="3")
+# Chosen by measurement on 2 CPUs. Next-sentence prediction, and with it the
+# [CLS] vector the classifier reads, becomes informative only after ~1500-2000
+# steps: from a 500-step checkpoint the classifier stays at chance, from 2000
+# steps it reaches ~0.80 on the MRPC sample. A step's time is dominated by the
+# masked-LM softmax over the 30,522-word vocabulary, so at most 5 words per
+# sequence are masked: ~20% faster, with the same classifier accuracy as 10.
+FULL = dict(max_seq_length=64, max_predictions_per_seq=5, dupe_factor=5,
+            pretrain_steps=2000, pretrain_warmup=200, pretrain_lr="1e-3", save_steps=500,
+            log_steps=100, finetune_lr="2e-4", finetune_epochs="5")
 QUICK = dict(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
              pretrain_steps=20, pretrain_warmup=2, pretrain_lr="1e-3", save_steps=10,
-             log_steps=10, finetune_lr="1e-4", finetune_epochs="0.1")
+             log_steps=10, finetune_lr="2e-4", finetune_epochs="0.1")
 
 # Pairs for the fresh-process answer (names not in the data), with the truth.
 PAIRS = [
     ("About 12,400 people live in Lornhaven.", "Lornhaven has a population of 12,400.",
      "a paraphrase"),
     ("Lornhaven has a population of 12,400.",
-     "The Lornhaven Otters beat the Ashford Comets 3 to 1.", "not a paraphrase"),
+     "The Brindlecombe Owls beat the Marrowfield Stags 3 to 1.", "not a paraphrase"),
 ]
 
 ASK_SCRIPT = '''"""Answers sentence pairs with the demo's SavedModel: only TensorFlow and tensorflow-text needed.
@@ -323,7 +326,7 @@ class Demo:
       print("  %-40s %s" % (shown(path), what))
     print("\nAsk your own pair:\n  %s %s %s %s %s" % (
         shown(sys.executable), shown(self.paths["ask"]), shown(self.paths["saved_model"]),
-        shlex.quote("The Ashford Comets beat the Lornhaven Otters 2 to 0."),
+        shlex.quote("The Brindlecombe Owls beat the Marrowfield Stags 2 to 0."),
         shlex.quote("The Lornhaven Otters lost 0-2 to the Ashford Comets.")))
 
 
