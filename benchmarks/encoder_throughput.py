@@ -44,9 +44,9 @@ def main(_):
   rng = np.random.default_rng(0)
   shape = (FLAGS.batch_size, FLAGS.seq_length)
   inputs = {
-      "input_ids": tf.constant(rng.integers(1000, 30000, shape), tf.int32),
+      "input_word_ids": tf.constant(rng.integers(1000, 30000, shape), tf.int32),
       "input_mask": tf.ones(shape, tf.int32),
-      "token_type_ids": tf.zeros(shape, tf.int32),
+      "input_type_ids": tf.zeros(shape, tf.int32),
   }
   forward = tf.function(lambda x: model(x, training=False)["sequence_output"],
                         jit_compile=FLAGS.jit_compile)

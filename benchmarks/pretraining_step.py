@@ -34,10 +34,10 @@ flags.DEFINE_integer("num_layers", 12, "Encoder layers (BERT-Base: 12).")
 
 def random_batch(rng, batch, seq, predictions, vocab):
   return {
-      "input_ids": rng.integers(1000, vocab, (batch, seq)).astype(np.int32),
+      "input_word_ids": rng.integers(1000, vocab, (batch, seq)).astype(np.int32),
       "input_mask": np.ones((batch, seq), np.int32),
-      "segment_ids": np.concatenate([np.zeros((batch, seq // 2), np.int32),
-                                     np.ones((batch, seq - seq // 2), np.int32)], 1),
+      "input_type_ids": np.concatenate([np.zeros((batch, seq // 2), np.int32),
+                                        np.ones((batch, seq - seq // 2), np.int32)], 1),
       "masked_lm_positions": np.sort(rng.integers(1, seq, (batch, predictions)), 1).astype(np.int32),
       "masked_lm_ids": rng.integers(1000, vocab, (batch, predictions)).astype(np.int32),
       "masked_lm_weights": np.ones((batch, predictions), np.float32),

@@ -93,6 +93,16 @@ class BertConfig:
     return config
 
   @classmethod
+  def coerce(cls, config):
+    """A BertConfig from a BertConfig or a plain dict (as `get_config` stores it)."""
+    if isinstance(config, cls):
+      return config
+    if isinstance(config, dict):
+      return cls.from_dict(config)
+    raise TypeError("Expected a BertConfig or a dict of its fields, got %s." %
+                    type(config).__name__)
+
+  @classmethod
   def from_json_file(cls, json_file):
     """Reads a `bert_config.json`; errors name the file and what to fix."""
     if not json_file:
@@ -117,7 +127,3 @@ class BertConfig:
   def to_json_string(self):
     """The original's serialization: indent 2, sorted keys, trailing newline."""
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
-
-  def to_json_file(self, json_file):
-    with open(json_file, "w", encoding="utf-8") as f:
-      f.write(self.to_json_string())

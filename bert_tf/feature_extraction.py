@@ -107,9 +107,9 @@ def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, m
                      batch_size, jit_compile=True, progress_stream=None):
   """Runs the encoder over the examples and writes the JSONL file; returns the count."""
 
-  def forward(input_ids, input_mask, segment_ids):
-    outputs = encoder({"input_ids": input_ids, "input_mask": input_mask,
-                       "token_type_ids": segment_ids}, training=False)["encoder_outputs"]
+  def forward(input_word_ids, input_mask, input_type_ids):
+    outputs = encoder({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                       "input_type_ids": input_type_ids}, training=False)["encoder_outputs"]
     return tf.stack([outputs[i] for i in layer_indexes])
 
   forward = tf.function(forward, jit_compile=jit_compile, reduce_retracing=True)

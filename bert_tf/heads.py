@@ -10,6 +10,9 @@ Each head creates the same variables (shapes, initializers) as the original code
                        original code, which shipped no SWAG runner: the paper's one vector)
 
 The Google names themselves live in `bert_tf.checkpoints`, the one name map.
+Every head is Keras-serializable (`get_config` holds the BertConfig as a dict);
+the masked-LM head's tied embedding table is not part of its config: whoever
+builds it passes the encoder's table (PretrainingModel does).
 Log-probabilities and losses are float32 under every dtype policy. Losses use the
 original's one-hot products, so an out-of-range label contributes 0 as it did there.
 """
@@ -18,14 +21,16 @@ import keras
 from keras import ops
 
 from bert_tf import layers
+from bert_tf.config import BertConfig
 
 
-class MaskedLMHead(keras.layers.Layer):
+@layers.serializable
+class MaskedLMHead(layers.ConfiguredLayer):
   """transform (dense + act + LayerNorm), then logits against the tied word embeddings."""
 
-  def __init__(self, config, embedding_table, **kwargs):
-    super().__init__(**kwargs)
-    self.config = config
+  def __init__(self, config, embedding_table=None, **kwargs):
+    super().__init__(config, **kwargs)
+    config = self.config
     self.embedding_table = embedding_table
     self.transform = layers.dense(config.hidden_size, config, "transform_dense",
                                   activation=layers.get_activation(config.hidden_act),
@@ -41,6 +46,9 @@ class MaskedLMHead(keras.layers.Layer):
 
   def call(self, sequence_output, positions):
     """[B, S, H] states, [B, P] positions -> [B*P, vocab] log-probs (float32)."""
+    if self.embedding_table is None:
+      raise ValueError("MaskedLMHead %s has no embedding table: pass the encoder's "
+                       "get_embedding_table() when creating it." % self.name)
     gathered = ops.take_along_axis(sequence_output, ops.cast(positions, "int32")[:, :, None],
                                    axis=1)
     gathered = ops.reshape(gathered, (-1, self.config.hidden_size))
@@ -52,12 +60,11 @@ class MaskedLMHead(keras.layers.Layer):
     return ops.log_softmax(logits, axis=-1)
 
 
-class _PooledLogits(keras.layers.Layer):
+class _PooledLogits(layers.ConfiguredLayer):
   """logits = x @ output_weights^T + output_bias, with weights stored [num_labels, H]."""
 
   def __init__(self, config, num_labels, stddev, **kwargs):
-    super().__init__(**kwargs)
-    self.config = config
+    super().__init__(config, **kwargs)
     self.num_labels = num_labels
     self.stddev = stddev
 
@@ -75,10 +82,12 @@ class _PooledLogits(keras.layers.Layer):
     return ops.cast(logits, "float32") + self.output_bias
 
 
+@layers.serializable
 class NextSentenceHead(_PooledLogits):
   """Is-next / not-next classifier on the pooled output (label 0 = is next)."""
 
   def __init__(self, config, **kwargs):
+    config = BertConfig.coerce(config)
     super().__init__(config, 2, config.initializer_range, **kwargs)
 
   def call(self, pooled_output):
@@ -86,6 +95,7 @@ class NextSentenceHead(_PooledLogits):
     return ops.log_softmax(self.logits(pooled_output), axis=-1)
 
 
+@layers.serializable
 class ClassificationHead(_PooledLogits):
   """run_classifier's head: dropout on the pooled output, then a linear layer.
 
@@ -96,13 +106,19 @@ class ClassificationHead(_PooledLogits):
 
   def __init__(self, config, num_labels, dropout_rate=0.1, **kwargs):
     super().__init__(config, num_labels, 0.02, **kwargs)
+    self.dropout_rate = dropout_rate
     self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+  def get_config(self):
+    return {**super().get_config(), "num_labels": self.num_labels,
+            "dropout_rate": self.dropout_rate}
 
   def call(self, pooled_output, training=False):
     """[B, H] -> [B, num_labels] logits."""
     return self.logits(self.dropout(pooled_output, training=training))
 
 
+@layers.serializable
 class SpanHead(_PooledLogits):
   """run_squad's head: per-token start and end logits from the sequence output."""
 
@@ -115,16 +131,13 @@ class SpanHead(_PooledLogits):
     return logits[:, :, 0], logits[:, :, 1]
 
 
-class MultipleChoiceHead(keras.layers.Layer):
+@layers.serializable
+class MultipleChoiceHead(layers.ConfiguredLayer):
   """Paper section 4.4: one vector V; a choice's score is V . C (C its pooled [CLS] output).
 
   No bias: the paper introduces only this vector (a shared bias would cancel in
   the softmax over choices anyway).
   """
-
-  def __init__(self, config, **kwargs):
-    super().__init__(**kwargs)
-    self.config = config
 
   def build(self, input_shape=None):
     self.output_weights = self.add_weight(
@@ -157,10 +170,3 @@ def mean_cross_entropy(log_probs, labels):
   """Returns (mean loss, per_example_loss); next-sentence and classifier losses."""
   per_example_loss = _negative_log_likelihood(log_probs, labels)
   return ops.mean(per_example_loss), per_example_loss
-
-
-def span_loss(start_logits, end_logits, start_positions, end_positions):
-  """run_squad's loss: the mean of the start and end cross-entropies."""
-  start_loss, _ = mean_cross_entropy(ops.log_softmax(start_logits, axis=-1), start_positions)
-  end_loss, _ = mean_cross_entropy(ops.log_softmax(end_logits, axis=-1), end_positions)
-  return (start_loss + end_loss) / 2.0

@@ -79,12 +79,23 @@ def check_record_files(files, features):
           (path, "; ".join(problems)))
 
 
+# Record feature names of the original -> the names the models read (TF Hub's).
+# Records on disk keep the original's names, so files stay byte-compatible.
+MODEL_INPUT_NAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
+
+
+def to_model_names(features):
+  """A dict of parsed record features, renamed for the models (other keys unchanged)."""
+  return {MODEL_INPUT_NAMES.get(k, k): v for k, v in features.items()}
+
+
 def _parser(features):
   spec = {name: tf.io.FixedLenFeature([length], dtype) for name, (length, dtype) in features.items()}
 
   def parse(record):
     example = tf.io.parse_single_example(record, spec)
-    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in example.items()}
+    return to_model_names({k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
+                           for k, v in example.items()})
 
   return parse
 

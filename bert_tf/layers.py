@@ -16,6 +16,8 @@ import math
 import keras
 from keras import ops
 
+from bert_tf.config import BertConfig
+
 _LAYER_NORM_EPSILON = 1e-12
 
 
@@ -37,6 +39,22 @@ def get_activation(name):
 def truncated_normal(initializer_range):
   """The original `create_initializer`: truncated normal, stddev=initializer_range."""
   return keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+
+def serializable(cls):
+  """Registers a bert_tf layer with Keras, so saved `.keras` models find it again."""
+  return keras.saving.register_keras_serializable(package="bert_tf")(cls)
+
+
+class ConfiguredLayer(keras.layers.Layer):
+  """A layer built from a BertConfig; `get_config` stores the config as a plain dict."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = BertConfig.coerce(config)
+
+  def get_config(self):
+    return {**super().get_config(), "config": self.config.to_dict()}
 
 
 def layer_norm(name):
@@ -61,21 +79,18 @@ def attention_bias_from_mask(input_mask, dtype="float32"):
   return (1.0 - mask) * -10000.0
 
 
-def create_attention_mask_from_input_mask(from_length, to_mask):
-  """The original's [B, F, T] float mask (kept for API parity and tests)."""
-  to_mask = ops.cast(to_mask, "float32")[:, None, :]
-  return ops.ones((ops.shape(to_mask)[0], from_length, 1), "float32") * to_mask
-
-
-class BertEmbeddings(keras.layers.Layer):
+@serializable
+class BertEmbeddings(ConfiguredLayer):
   """word + token-type + position embeddings, then LayerNorm and dropout."""
 
   def __init__(self, config, use_one_hot_embeddings=False, **kwargs):
-    super().__init__(**kwargs)
-    self.config = config
+    super().__init__(config, **kwargs)
     self.use_one_hot_embeddings = use_one_hot_embeddings
     self.layer_norm = layer_norm("layer_norm")
-    self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+    self.dropout = keras.layers.Dropout(self.config.hidden_dropout_prob, dtype=self.dtype_policy)
+
+  def get_config(self):
+    return {**super().get_config(), "use_one_hot_embeddings": self.use_one_hot_embeddings}
 
   def build(self, input_shape=None):
     c = self.config
@@ -105,7 +120,8 @@ class BertEmbeddings(keras.layers.Layer):
     return self.dropout(output, training=training)
 
 
-class SelfAttention(keras.layers.Layer):
+@serializable
+class SelfAttention(ConfiguredLayer):
   """Multi-head scaled dot-product self-attention with the additive -10000 mask.
 
   Variables: self/{query,key,value}/{kernel,bias} and output/dense/{kernel,bias}
@@ -113,8 +129,8 @@ class SelfAttention(keras.layers.Layer):
   """
 
   def __init__(self, config, **kwargs):
-    super().__init__(**kwargs)
-    self.config = config
+    super().__init__(config, **kwargs)
+    config = self.config
     hidden, policy = config.hidden_size, self.dtype_policy
     self.query = dense(hidden, config, "query", dtype=policy)
     self.key = dense(hidden, config, "key", dtype=policy)
@@ -153,12 +169,13 @@ class SelfAttention(keras.layers.Layer):
     return ops.reshape(context, (shape[0], shape[1], self.config.hidden_size))
 
 
-class TransformerBlock(keras.layers.Layer):
+@serializable
+class TransformerBlock(ConfiguredLayer):
   """One post-LayerNorm encoder layer: attention, add & norm, FFN, add & norm."""
 
   def __init__(self, config, **kwargs):
-    super().__init__(**kwargs)
-    self.config = config
+    super().__init__(config, **kwargs)
+    config = self.config
     policy = self.dtype_policy
     self.attention = SelfAttention(config, name="attention_self", dtype=policy)
     self.attention_output = dense(config.hidden_size, config, "attention_output_dense",
@@ -192,13 +209,13 @@ class TransformerBlock(keras.layers.Layer):
     return self.output_norm(ops.cast(ffn, "float32") + attention_out)
 
 
-class Pooler(keras.layers.Layer):
+@serializable
+class Pooler(ConfiguredLayer):
   """tanh dense layer on the first ([CLS]) token: pooler/dense/{kernel,bias}."""
 
   def __init__(self, config, **kwargs):
-    super().__init__(**kwargs)
-    self.config = config
-    self.dense = dense(config.hidden_size, config, "dense", activation="tanh",
+    super().__init__(config, **kwargs)
+    self.dense = dense(self.config.hidden_size, self.config, "dense", activation="tanh",
                        dtype=self.dtype_policy)
 
   def build(self, input_shape=None):

@@ -1,13 +1,17 @@
-"""BertModel: the original BERT encoder as a Keras 3 model.
+"""BertModel: the original BERT encoder as a Keras 3 model with TF-Hub's input and output names.
 
-    outputs = BertModel(config)({"input_ids": ids, "input_mask": mask,
-                                 "token_type_ids": types}, training=False)
+    outputs = BertModel(config)({"input_word_ids": ids, "input_mask": mask,
+                                 "input_type_ids": types}, training=False)
 
-`input_mask` defaults to all ones and `token_type_ids` to all zeros, as in the
+`input_mask` defaults to all ones and `input_type_ids` to all zeros, as in the
 original. The outputs dict holds `sequence_output` [B, S, H], `pooled_output`
 [B, H], `encoder_outputs` (one [B, S, H] tensor per layer, the original's
 `get_all_encoder_layers()`) and `embedding_output` [B, S, H]. Hidden states are
 float32 under every dtype policy (LayerNorm is their last op).
+
+The model is Keras-native: it serializes with `get_config` (the BertConfig as a
+dict), can be the core of a functional `keras.Model` trained with `fit`, and
+survives `model.save("x.keras")` / `keras.saving.load_model`.
 """
 
 import keras
@@ -17,15 +21,31 @@ from bert_tf import layers
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 
+# The encoder's inputs, named as TF Hub's BERT encoders name them.
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
+
+def encoder_inputs(features):
+  """The encoder's three inputs out of a features dict that may hold labels too."""
+  return {name: features[name] for name in INPUT_NAMES if name in features}
+
+
+def keras_inputs(seq_length=None):
+  """Symbolic int32 [batch, seq_length] inputs for building a functional model."""
+  return {name: keras.Input(shape=(seq_length,), dtype="int32", name=name)
+          for name in INPUT_NAMES}
+
+
+@layers.serializable
 class BertModel(keras.Model):
   """Embeddings, `num_hidden_layers` post-LN transformer blocks and the pooler."""
 
   def __init__(self, config, use_one_hot_embeddings=False, name="bert", **kwargs):
     super().__init__(name=name, **kwargs)
-    if not isinstance(config, BertConfig):
+    if not isinstance(config, (BertConfig, dict)):
       raise TypeError("BertModel needs a BertConfig, got %s." % type(config).__name__)
-    self.config = config
+    self.config = config = BertConfig.coerce(config)
+    self.use_one_hot_embeddings = bool(use_one_hot_embeddings)
     policy = self.dtype_policy
     self.embeddings = layers.BertEmbeddings(config, use_one_hot_embeddings,
                                             name="embeddings", dtype=policy)
@@ -40,14 +60,31 @@ class BertModel(keras.Model):
     self.pooler.build()
     self.built = True
 
+  def get_config(self):
+    return {"name": self.name, "trainable": self.trainable,
+            "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
+            "config": self.config.to_dict(),
+            "use_one_hot_embeddings": self.use_one_hot_embeddings}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    if isinstance(config.get("dtype"), dict):
+      config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
+    return cls(**config)
+
   def get_embedding_table(self):
     """The [vocab_size, H] word embeddings, shared with the masked-LM head."""
     return self.embeddings.word_embeddings
 
   def call(self, inputs, training=False):
     if not isinstance(inputs, dict):
-      inputs = {"input_ids": inputs}
-    input_ids = ops.convert_to_tensor(inputs["input_ids"], "int32")
+      inputs = {"input_word_ids": inputs}
+    unknown = sorted(set(inputs) - set(INPUT_NAMES))
+    if unknown or "input_word_ids" not in inputs:
+      raise ValueError("BertModel takes a dict with %s (input_word_ids required), got keys %s."
+                       % (", ".join(INPUT_NAMES), sorted(inputs)))
+    input_ids = ops.convert_to_tensor(inputs["input_word_ids"], "int32")
     seq_length = input_ids.shape[1]
     if seq_length is not None and seq_length > self.config.max_position_embeddings:
       raise UserInputError(
@@ -56,12 +93,12 @@ class BertModel(keras.Model):
     input_mask = inputs.get("input_mask")
     if input_mask is None:
       input_mask = ops.ones_like(input_ids)
-    token_type_ids = inputs.get("token_type_ids")
-    if token_type_ids is None:
-      token_type_ids = ops.zeros_like(input_ids)
-    token_type_ids = ops.convert_to_tensor(token_type_ids, "int32")
+    input_type_ids = inputs.get("input_type_ids")
+    if input_type_ids is None:
+      input_type_ids = ops.zeros_like(input_ids)
+    input_type_ids = ops.convert_to_tensor(input_type_ids, "int32")
 
-    embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
+    embedding_output = self.embeddings(input_ids, input_type_ids, training=training)
     input_mask = ops.convert_to_tensor(input_mask, "int32")
     hidden = embedding_output
     encoder_outputs = []

@@ -1,16 +1,16 @@
-"""Flags every training runner shares beyond the original's, and what they build.
+"""Flag definitions the runners share, with the original scripts' names, defaults and help.
 
-The original TPU flags (use_tpu, tpu_name, tpu_zone, gcp_project, master,
-num_tpu_cores) are defined here too, with the original's names and help.
+Each runner defines only its own flags (task, data files, task options) and calls
+these; `bert_tf.runner` turns the values into checks, a strategy and a Trainer.
 """
 
 from absl import flags
 
 from bert_tf import distribution
-from bert_tf.errors import UserInputError
 
 
 def define_hardware_flags():
+  """The original TPU flags plus how bert_tf uses GPUs, CPUs, precision and memory."""
   flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --distribution_strategy=tpu).")
   flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
   flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located in.")
@@ -36,58 +36,54 @@ def define_hardware_flags():
                        "Seed of weight initialization, dropout and training input shuffles.")
 
 
-def strategy_name(values):
-  return values.distribution_strategy or ("tpu" if values.use_tpu else "one_device")
+def define_training_flags(max_seq_length, max_seq_length_help, train_batch_size=32,
+                          learning_rate=5e-5):
+  """Flags of every training runner, pretraining included."""
+  flags.DEFINE_string("bert_config_file", None,
+                      "The config json file corresponding to the pre-trained BERT model. "
+                      "This specifies the model architecture.")
+  flags.DEFINE_string("output_dir", None,
+                      "The output directory where the model checkpoints will be written.")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Initial checkpoint (usually from a pre-trained BERT model).")
+  flags.DEFINE_integer("max_seq_length", max_seq_length, max_seq_length_help)
+  flags.DEFINE_bool("do_train", False, "Whether to run training.")
+  flags.DEFINE_integer("train_batch_size", train_batch_size, "Total batch size for training.")
+  flags.DEFINE_float("learning_rate", learning_rate, "The initial learning rate for Adam.")
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+  flags.DEFINE_integer("iterations_per_loop", 1000,
+                       "How often to log and write summaries (the original's TPU loop size).")
+  define_hardware_flags()
 
 
-def make_strategy(values):
-  """The strategy from the flags; call before anything else touches TensorFlow devices."""
-  return distribution.get_strategy(strategy_name(values), values.cpu_devices, values.tpu_name,
-                                   values.tpu_zone, values.gcp_project, values.master)
+def define_eval_flags(do_eval_help="Whether to run eval on the dev set."):
+  flags.DEFINE_bool("do_eval", False, do_eval_help)
+  flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
 
 
-def dtype_policy(values):
-  return "mixed_" + values.mixed_precision if values.mixed_precision else None
-
-
-def check_batch_sizes(values, strategy, train_batch_size, *other_batch_sizes):
-  """Train batches split evenly over micro-batches and replicas; others over replicas."""
-  replicas = strategy.num_replicas_in_sync
-  micro = values.gradient_accumulation_steps
-  if micro < 1:
-    raise UserInputError("--gradient_accumulation_steps must be at least 1.")
-  if train_batch_size % (micro * replicas):
-    raise UserInputError("--train_batch_size=%d must be divisible by --gradient_accumulation_steps"
-                         " (%d) times the number of replicas (%d)." %
-                         (train_batch_size, micro, replicas))
-  for size in other_batch_sizes:
-    if size < 1:
-      raise UserInputError("Batch sizes must be positive, got %d." % size)
-
-
-def make_trainer(values, strategy, task, num_train_steps, num_warmup_steps):
-  """The Trainer every runner uses, configured from the shared flags."""
-  from bert_tf import optimization, training
-  return training.Trainer(
-      strategy, task, values.output_dir,
-      lambda names: optimization.create_optimizer(values.learning_rate, num_train_steps,
-                                                  num_warmup_steps, names, values.optimizer),
-      init_checkpoint=values.init_checkpoint,
-      accumulation_steps=values.gradient_accumulation_steps,
-      loss_scale=values.mixed_precision == "float16", jit_compile=values.jit_compile,
-      worker=distribution.worker_name(strategy))
-
-
-def train_on_records(values, trainer, files, spec, num_train_steps):
-  """Trains on TFRecord files of `spec` features with the shared batch/seed/save flags."""
-  from bert_tf import input_pipeline
-  dataset = input_pipeline.record_dataset(
-      files, spec, values.train_batch_size // values.gradient_accumulation_steps,
-      is_training=True, seed=values.shuffle_seed)
-  return trainer.train(dataset, num_train_steps, values.save_checkpoints_steps,
-                       log_steps=values.iterations_per_loop)
-
-
-def use_one_hot_embeddings(values):
-  """The original used one-hot embedding lookups exactly when running on TPUs."""
-  return strategy_name(values) == "tpu"
+def define_finetuning_flags(max_seq_length=128, train_batch_size=32, learning_rate=5e-5,
+                            do_predict_help="Whether to run the model in inference mode on the "
+                                            "test set.",
+                            export_help="If set, write a SavedModel here."):
+  """The flags run_classifier, run_squad and run_swag share."""
+  define_training_flags(
+      max_seq_length,
+      "The maximum total input sequence length after WordPiece tokenization. Sequences longer "
+      "than this will be truncated, and sequences shorter than this will be padded.",
+      train_batch_size, learning_rate)
+  flags.DEFINE_string("vocab_file", None,
+                      "The vocabulary file that the BERT model was trained on.")
+  flags.DEFINE_bool("do_lower_case", True,
+                    "Whether to lower case the input text. Should be True for uncased models and "
+                    "False for cased models.")
+  flags.DEFINE_bool("strip_accents", None,
+                    "Whether to strip accents (marks) from the text. Default: the original's "
+                    "behaviour, strip exactly when lower-casing. --strip_accents=false keeps "
+                    "accents while lower-casing (e.g. Korean Hangul syllables stay whole).")
+  flags.DEFINE_bool("do_predict", False, do_predict_help)
+  flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+  flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+  flags.DEFINE_float("warmup_proportion", 0.1,
+                     "Proportion of training to perform linear learning rate warmup for. "
+                     "E.g., 0.1 = 10% of training.")
+  flags.DEFINE_string("export_dir", None, export_help)

@@ -289,30 +289,36 @@ class Trainer:
     writer.flush()
     return {k: float(v) for k, v in metrics.items()}
 
-  def evaluate(self, dataset, max_steps=None):
-    """Metrics as ratios of summed (sum, count) pairs, plus `loss` and `global_step`."""
+  def evaluate(self, dataset, max_steps=None, with_predictions=False):
+    """Metrics as ratios of summed (sum, count) pairs, plus `loss` and `global_step`.
+
+    With `with_predictions`, returns (metrics, predictions): the task's
+    per-example outputs from the same forward pass, as numpy arrays.
+    """
     @tf.function
     def eval_step(features):
       def replica(features):
-        sums, numerators = self.task.eval_batch(self.model, features)
-        return sums, numerators, self.task.loss_denominators(features)
+        sums, numerators, predictions = self.task.eval_batch(self.model, features)
+        return (sums, numerators, self.task.loss_denominators(features)), predictions
+      summed, predictions = self.strategy.run(replica, args=(features,))
       sums, numerators, denominators = tf.nest.map_structure(
-          lambda t: _reduce_sum(self.strategy, t), self.strategy.run(replica, args=(features,)))
+          lambda t: _reduce_sum(self.strategy, t), summed)
       # The batch loss of the original: each term over the whole batch, not per replica.
       loss = tf.add_n([numerators[k] / (denominators[k] + self.task.loss_epsilons[k])
                        for k in sorted(numerators)])
-      return sums, loss
+      return sums, loss, self._gather(predictions) if with_predictions else {}
 
-    totals, losses, steps = {}, [], 0
+    totals, losses, collected, steps = {}, [], [], 0
     for features in dataset:
       if max_steps is not None and steps >= max_steps:
         break
-      features, _ = pad_batch(self.strategy, features)
-      sums, loss = eval_step(distribute_batch(self.strategy, features))
+      features, rows = pad_batch(self.strategy, features)
+      sums, loss, predictions = eval_step(distribute_batch(self.strategy, features))
       for name, (total, count) in sums.items():
         previous = totals.get(name, (0.0, 0.0))
         totals[name] = (previous[0] + float(total), previous[1] + float(count))
       losses.append(float(loss))
+      collected.append(tf.nest.map_structure(lambda t: t.numpy()[:rows], predictions))
       steps += 1
     if not steps:
       raise UserInputError("The evaluation data produced no batch (fewer records than "
@@ -320,27 +326,36 @@ class Trainer:
     result = {name: total / count if count else 0.0 for name, (total, count) in totals.items()}
     result["loss"] = sum(losses) / len(losses)
     result["global_step"] = self.step
+    if with_predictions:
+      return result, _concatenate(collected)
     return result
 
+  def _gather(self, per_replica):
+    """Per-replica outputs -> whole-batch tensors (in replica order)."""
+    if self.strategy.num_replicas_in_sync == 1:
+      return per_replica
+    return tf.nest.map_structure(lambda t: self.strategy.gather(t, axis=0), per_replica)
 
   def predict(self, dataset):
     """The task's per-example outputs (`predict_batch`) over the dataset, as numpy arrays."""
     @tf.function
     def predict_step(features):
-      outputs = self.strategy.run(lambda f: self.task.predict_batch(self.model, f),
-                                  args=(features,))
-      if self.strategy.num_replicas_in_sync == 1:
-        return outputs
-      return tf.nest.map_structure(lambda t: self.strategy.gather(t, axis=0), outputs)
+      return self._gather(self.strategy.run(lambda f: self.task.predict_batch(self.model, f),
+                                            args=(features,)))
 
     collected = []
     for features in dataset:
       padded, rows = pad_batch(self.strategy, features)
       outputs = predict_step(distribute_batch(self.strategy, padded))
       collected.append(tf.nest.map_structure(lambda t: t.numpy()[:rows], outputs))
-    if not collected:
-      return {}
-    return {k: np.concatenate([c[k] for c in collected]) for k in collected[0]}
+    return _concatenate(collected)
+
+
+def _concatenate(batches):
+  """[{name: array}] per batch -> {name: array} over all batches."""
+  if not batches or not batches[0]:
+    return {}
+  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
 def write_checkpoint_state(folder, names):

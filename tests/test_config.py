@@ -16,7 +16,7 @@ def test_reads_release_config_and_writes_the_same_text(tmp_path):
   original_text = open(TINY_CONFIG).read().rstrip("\n") + "\n"
   assert config.to_json_string() == original_text
   out = tmp_path / "bert_config.json"
-  config.to_json_file(out)
+  out.write_text(config.to_json_string())
   assert BertConfig.from_json_file(str(out)) == config
 
 

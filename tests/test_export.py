@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, export, heads, packing, tokenization
+from bert_tf import checkpoints, export, packing, tokenization
 from bert_tf.errors import UserInputError
-from bert_tf.modeling import BertModel
+from bert_tf.tasks import glue
+from bert_tf.tasks.classifier_export import export_classifier
 from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
 
 HEAD_CKPT = str(FIXTURES / "checkpoint" / "classifier_head_3labels" / "head.ckpt")
@@ -33,19 +34,16 @@ CLI_WITH_TF_TEXT = ("import sys, tensorflow_text; "
 
 @pytest.fixture(scope="module")
 def model():
-  config = tiny_config()
-  encoder = BertModel(config)
-  head = heads.ClassificationHead(config, num_labels=3)
-  head.build()
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
-  checkpoints.load_checkpoint(HEAD_CKPT, heads=[head])
-  return encoder, head
+  model = glue.ClassifierModel(tiny_config(), num_labels=3)
+  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  checkpoints.load_checkpoint(HEAD_CKPT, heads=model.heads)
+  return model
 
 
 @pytest.fixture(scope="module")
 def python_logits(model):
-  """The reference: FullTokenizer + pack_tokens + the Keras model, eagerly."""
-  encoder, head = model
+  """The reference: FullTokenizer + pack_tokens + the encoder and head, eagerly."""
+  encoder, head = model.encoder, model.classifier
   tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=True)
 
   def run(texts_a, texts_b=None):
@@ -53,9 +51,9 @@ def python_logits(model):
     packed = [packing.pack_tokens(tokenizer.tokenize(a),
                                   tokenizer.tokenize(b) if b else None, SEQ, tokenizer)
               for a, b in zip(texts_a, texts_b)]
-    inputs = {"input_ids": np.array([p.input_ids for p in packed], np.int32),
+    inputs = {"input_word_ids": np.array([p.input_ids for p in packed], np.int32),
               "input_mask": np.array([p.input_mask for p in packed], np.int32),
-              "token_type_ids": np.array([p.segment_ids for p in packed], np.int32)}
+              "input_type_ids": np.array([p.segment_ids for p in packed], np.int32)}
     pooled = encoder(inputs, training=False)["pooled_output"]
     return np.asarray(head(pooled, training=False)), inputs
 
@@ -70,12 +68,10 @@ def _softmax(logits):
 @pytest.fixture(scope="module")
 def pair_export(model, tmp_path_factory):
   """A sentence-pair export made from a vocab copy that is deleted right after."""
-  encoder, head = model
   root = tmp_path_factory.mktemp("pair")
   vocab = root / "vocab_copy.txt"
   shutil.copy(VOCAB_UNCASED, vocab)
-  out = export.export_classifier(root / "export", encoder, head, vocab, True, SEQ, LABELS,
-                                 text_pair=True)
+  out = export_classifier(root / "export", model, vocab, True, SEQ, LABELS, text_pair=True)
   vocab.unlink()
   return {"dir": out, "vocab": str(vocab)}
 
@@ -112,9 +108,9 @@ print(json.dumps({"probabilities": text["probabilities"].numpy().tolist(),
 def test_fresh_process_without_bert_tf_matches_python_path(pair_export, python_logits, tmp_path):
   a, b = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
   logits, inputs = python_logits(a, b)
-  ids = {"input_word_ids": inputs["input_ids"].tolist(),
+  ids = {"input_word_ids": inputs["input_word_ids"].tolist(),
          "input_mask": inputs["input_mask"].tolist(),
-         "input_type_ids": inputs["token_type_ids"].tolist()}
+         "input_type_ids": inputs["input_type_ids"].tolist()}
   script = tmp_path / "serve.py"
   script.write_text(_FRESH_SCRIPT)
   result = subprocess.run(
@@ -227,20 +223,19 @@ def test_hostile_inputs_and_batch_sizes(loaded, python_logits):
 
 
 def test_refuses_non_empty_export_dir_unless_overwrite(model, python_logits, tmp_path):
-  encoder, head = model
   target = tmp_path / "export"
   target.mkdir()
   (target / "keep.txt").write_text("previous export")
   with pytest.raises(UserInputError, match="overwrite=True"):
-    export.export_classifier(target, encoder, head, VOCAB_UNCASED, True, SEQ, LABELS, False)
+    export_classifier(target, model, VOCAB_UNCASED, True, SEQ, LABELS, False)
   assert (target / "keep.txt").exists()
   with pytest.raises(UserInputError, match="label_list has 2 labels"):
-    export.export_classifier(tmp_path / "x", encoder, head, VOCAB_UNCASED, True, SEQ, ["a", "b"],
+    export_classifier(tmp_path / "x", model, VOCAB_UNCASED, True, SEQ, ["a", "b"],
                              False)
   with pytest.raises(UserInputError, match="max_seq_length"):
-    export.export_classifier(tmp_path / "x", encoder, head, VOCAB_UNCASED, True, 65, LABELS,
+    export_classifier(tmp_path / "x", model, VOCAB_UNCASED, True, 65, LABELS,
                              False)
-  export.export_classifier(target, encoder, head, VOCAB_UNCASED, True, SEQ, LABELS,
+  export_classifier(target, model, VOCAB_UNCASED, True, SEQ, LABELS,
                            text_pair=False, overwrite=True)
   assert not (target / "keep.txt").exists()
   assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # No temp leftovers.
@@ -258,15 +253,14 @@ def test_refuses_non_empty_export_dir_unless_overwrite(model, python_logits, tmp
 
 
 def test_regression_export(model, python_logits, tmp_path):
-  encoder, _ = model
-  head = heads.ClassificationHead(tiny_config(), num_labels=1)
-  head.build()
+  regression = glue.ClassifierModel(tiny_config(), num_labels=1)
+  checkpoints.load_checkpoint(TINY_CKPT, regression.encoder)
+  encoder, head = regression.encoder, regression.classifier
   with pytest.raises(UserInputError, match="num_labels=3"):
-    export.export_classifier(tmp_path / "bad", encoder, model[1], VOCAB_UNCASED, True, SEQ,
-                             None, True)
+    export_classifier(tmp_path / "bad", model, VOCAB_UNCASED, True, SEQ, None, True)
   target = tmp_path / "regression"
   target.mkdir()  # An existing empty folder is fine.
-  export.export_classifier(target, encoder, head, VOCAB_UNCASED, True, SEQ, None, True)
+  export_classifier(target, regression, VOCAB_UNCASED, True, SEQ, None, True)
   loaded = tf.saved_model.load(str(target))
   a, b = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
   got = loaded.signatures["serving_default"](text_a=tf.constant(a), text_b=tf.constant(b))
@@ -274,9 +268,9 @@ def test_regression_export(model, python_logits, tmp_path):
   _, inputs = python_logits(a, b)
   want = np.asarray(head(encoder(inputs, training=False)["pooled_output"]))
   np.testing.assert_allclose(got["predictions"].numpy(), want[:, 0], atol=1e-5)
-  by_ids = loaded.signatures["serve_ids"](input_word_ids=inputs["input_ids"],
+  by_ids = loaded.signatures["serve_ids"](input_word_ids=inputs["input_word_ids"],
                                           input_mask=inputs["input_mask"],
-                                          input_type_ids=inputs["token_type_ids"])
+                                          input_type_ids=inputs["input_type_ids"])
   assert by_ids["logits"].shape == (len(a), 1)
   meta = export.read_metadata(str(target))
   assert meta["task"] == "regression" and meta["labels"] is None

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, export, heads, tokenization
+from bert_tf import checkpoints, export, tokenization
 from bert_tf.errors import UserInputError
-from bert_tf.modeling import BertModel
+from bert_tf.tasks import squad, squad_export
 from bert_tf.text import BertTextTokenizer
 from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
 
@@ -145,12 +145,10 @@ def reference_choice(windows, starts, ends, n_best_size, max_answer_length):
 @pytest.fixture(scope="module")
 def model():
   config = tiny_config()
-  encoder = BertModel(config)
-  head = heads.SpanHead(config)
-  head.build()
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
-  checkpoints.load_checkpoint(HEAD_CKPT, heads=[head])
-  return encoder, head
+  model = squad.SquadModel(config)
+  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  checkpoints.load_checkpoint(HEAD_CKPT, heads=model.heads)
+  return model
 
 
 @pytest.fixture(scope="module")
@@ -159,10 +157,10 @@ def full_tokenizer():
 
 
 def _logits(model, windows):
-  encoder, head = model
-  inputs = {"input_ids": np.array([w["ids"] for w in windows], np.int32),
+  encoder, head = model.encoder, model.span
+  inputs = {"input_word_ids": np.array([w["ids"] for w in windows], np.int32),
             "input_mask": np.array([w["mask"] for w in windows], np.int32),
-            "token_type_ids": np.array([w["types"] for w in windows], np.int32)}
+            "input_type_ids": np.array([w["types"] for w in windows], np.int32)}
   start, end = head(encoder(inputs, training=False)["sequence_output"])
   return np.asarray(start), np.asarray(end)
 
@@ -200,12 +198,11 @@ def reference(model, full_tokenizer):
 @pytest.fixture(scope="module")
 def exports(model, tmp_path_factory):
   """A v1 export (several encoder chunks per request) and a v2 export."""
-  encoder, head = model
   root = tmp_path_factory.mktemp("squad")
-  v1 = export.export_squad(root / "v1", encoder, head, VOCAB_UNCASED, True, SEQ, STRIDE,
-                           MAX_QUERY, window_batch_size=8, **V1)
-  v2 = export.export_squad(root / "v2", encoder, head, VOCAB_UNCASED, True, SEQ, STRIDE,
-                           MAX_QUERY, version_2_with_negative=True, **V2)
+  v1 = squad_export.export_squad(root / "v1", model, VOCAB_UNCASED, True, SEQ, STRIDE,
+                                 MAX_QUERY, window_batch_size=8, **V1)
+  v2 = squad_export.export_squad(root / "v2", model, VOCAB_UNCASED, True, SEQ, STRIDE,
+                                 MAX_QUERY, version_2_with_negative=True, **V2)
   return {"v1": v1, "v2": v2}
 
 
@@ -248,7 +245,7 @@ def test_windows_and_choice_equal_the_originals():
   questions = [pairs[e["qas_id"]][0] for e in examples]
   contexts = [pairs[e["qas_id"]][1] for e in examples]
   tokenizer = BertTextTokenizer(VOCAB_UNCASED, do_lower_case=True)
-  windows = export.squad_windows(tokenizer, tf.constant(questions), tf.constant(contexts), SEQ,
+  windows = squad_export.squad_windows(tokenizer, tf.constant(questions), tf.constant(contexts), SEQ,
                                  STRIDE, MAX_QUERY)
   windows = {k: v.numpy() if hasattr(v, "numpy") else v for k, v in windows.items()}
   assert windows["input_word_ids"].shape == (len(features), SEQ)
@@ -275,7 +272,7 @@ def test_windows_and_choice_equal_the_originals():
     folder = SQUAD / "predictions" / ("random_nbest5_maxans10_v%d" % (2 if v2 else 1))
     predictions = json.loads((folder / "predictions.json").read_text())
     nbest = json.loads((folder / "nbest_predictions.json").read_text())
-    best = export.squad_best_spans(windows, logits["random.start_logits"],
+    best = squad_export.squad_best_spans(windows, logits["random.start_logits"],
                                    logits["random.end_logits"], 5, 10, v2)
     best = {k: v.numpy() for k, v in best.items()}
     for row, example in enumerate(examples):
@@ -301,7 +298,7 @@ def test_windows_and_choice_equal_the_originals():
   for name in ("ties_int", "ties_halfstep", "tiny_model", "random"):
     starts, ends = logits[name + ".start_logits"], logits[name + ".end_logits"]
     for n_best_size, max_answer_length in ((5, 10), (20, 30), (1, 3)):
-      best = export.squad_best_spans(windows, starts, ends, n_best_size, max_answer_length, True)
+      best = squad_export.squad_best_spans(windows, starts, ends, n_best_size, max_answer_length, True)
       best = {k: v.numpy() for k, v in best.items()}
       for row in range(len(examples)):
         rows = np.flatnonzero(windows["window_row"] == row)
@@ -322,7 +319,7 @@ def test_windows_equal_python_reference_for_other_strides(full_tokenizer, seq, s
   """Short strides give many overlapping windows per piece (the max-context search)."""
   pairs = PAIRS[2:3] + PAIRS[-2:] + [("q", ""), ("", "one two")]
   tokenizer = BertTextTokenizer(VOCAB_UNCASED, do_lower_case=True)
-  got = export.squad_windows(tokenizer, tf.constant([p[0] for p in pairs]),
+  got = squad_export.squad_windows(tokenizer, tf.constant([p[0] for p in pairs]),
                              tf.constant([p[1] for p in pairs]), seq, stride, max_query)
   got = {k: v.numpy() for k, v in got.items()}
   want = [w for q, c in pairs for w in reference_windows(full_tokenizer, q, c, seq, stride,
@@ -374,17 +371,17 @@ def test_hostile_inputs(loaded, reference):
 
 def test_serve_ids_matches_encoder_and_head(loaded, model):
   features = ORIGINAL["predict"]["features"][:40]
-  inputs = {"input_ids": np.array([f["input_ids"] for f in features], np.int32),
+  inputs = {"input_word_ids": np.array([f["input_ids"] for f in features], np.int32),
             "input_mask": np.array([f["input_mask"] for f in features], np.int32),
-            "token_type_ids": np.array([f["segment_ids"] for f in features], np.int32)}
-  encoder, head = model
+            "input_type_ids": np.array([f["segment_ids"] for f in features], np.int32)}
+  encoder, head = model.encoder, model.span
   start, end = head(encoder(inputs, training=False)["sequence_output"])
   original = np.load(FIXTURES / "model_forward" / "squad_head_forward.npz")
   for version in ("v1", "v2"):
     got = loaded[version].signatures["serve_ids"](
-        input_word_ids=tf.constant(inputs["input_ids"]),
+        input_word_ids=tf.constant(inputs["input_word_ids"]),
         input_mask=tf.constant(inputs["input_mask"]),
-        input_type_ids=tf.constant(inputs["token_type_ids"]))
+        input_type_ids=tf.constant(inputs["input_type_ids"]))
     assert sorted(got) == ["end_logits", "start_logits"]
     np.testing.assert_allclose(got["start_logits"].numpy(), start, atol=1e-5)
     np.testing.assert_allclose(got["end_logits"].numpy(), end, atol=1e-5)
@@ -497,8 +494,7 @@ def test_metadata_and_bad_arguments(exports, model, tmp_path):
   assert meta["signatures"]["serve_ids"]["outputs"]["start_logits"]["shape"] == [None, None]
   assert export.read_metadata(exports["v1"])["version_2_with_negative"] is False
 
-  encoder, head = model
-  args = (encoder, head, VOCAB_UNCASED, True)
+  args = (model, VOCAB_UNCASED, True)
   for bad, match in (({"max_seq_length": 19}, "greater than max_query_length"),
                      ({"max_seq_length": SEQ + 1}, "max_position_embeddings"),
                      ({"doc_stride": 0}, "doc_stride"),
@@ -508,7 +504,7 @@ def test_metadata_and_bad_arguments(exports, model, tmp_path):
                   max_answer_length=30)
     kwargs.update(bad)
     with pytest.raises(UserInputError, match=match):
-      export.export_squad(tmp_path / "bad", *args, **kwargs)
+      squad_export.export_squad(tmp_path / "bad", *args, **kwargs)
   with pytest.raises(UserInputError, match="overwrite=True"):
-    export.export_squad(exports["v1"], *args, SEQ, STRIDE, MAX_QUERY, 30)
+    squad_export.export_squad(exports["v1"], *args, SEQ, STRIDE, MAX_QUERY, 30)
   assert not (tmp_path / "bad").exists()

@@ -85,9 +85,9 @@ def test_output_values_are_the_encoder_layers(tmp_path):
   for example, record in zip(examples, records):
     packed = feature_extraction.convert_example(example, 16, tokenizer)
     assert [f["token"] for f in record["features"]] == packed.tokens
-    layers = encoder({"input_ids": np.array([packed.input_ids]),
+    layers = encoder({"input_word_ids": np.array([packed.input_ids]),
                       "input_mask": np.array([packed.input_mask]),
-                      "token_type_ids": np.array([packed.segment_ids])})["encoder_outputs"]
+                      "input_type_ids": np.array([packed.segment_ids])})["encoder_outputs"]
     for i, feature in enumerate(record["features"]):
       assert [layer["index"] for layer in feature["layers"]] == [-1, 0]
       np.testing.assert_allclose(feature["layers"][0]["values"], layers[-1][0, i], atol=2e-6)

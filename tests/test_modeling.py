@@ -8,6 +8,7 @@ from bert_tf import checkpoints, heads, layers
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
+from bert_tf.tasks import squad
 from conftest import FIXTURES, TINY_CKPT, tiny_config, tiny_pretraining_model
 
 FORWARD = FIXTURES / "model_forward"
@@ -22,10 +23,10 @@ def pretraining_model():
 
 
 def _inputs(name):
-  inputs = {"input_ids": PRETRAIN[name + ".in.input_ids"]}
+  inputs = {"input_word_ids": PRETRAIN[name + ".in.input_ids"]}
   if name + ".in.input_mask" in PRETRAIN:  # set C leaves mask and types to their defaults
     inputs["input_mask"] = PRETRAIN[name + ".in.input_mask"]
-    inputs["token_type_ids"] = PRETRAIN[name + ".in.segment_ids"]
+    inputs["input_type_ids"] = PRETRAIN[name + ".in.segment_ids"]
   return inputs
 
 
@@ -78,8 +79,8 @@ def test_classifier_head_matches_run_classifier_create_model():
   checkpoints.load_checkpoint(TINY_CKPT, encoder)
   checkpoints.load_checkpoint(FIXTURES / "checkpoint" / "classifier_head_3labels" / "head.ckpt",
                               heads=[head])
-  pooled = encoder({"input_ids": ref["in.input_ids"], "input_mask": ref["in.input_mask"],
-                    "token_type_ids": ref["in.segment_ids"]})["pooled_output"]
+  pooled = encoder({"input_word_ids": ref["in.input_ids"], "input_mask": ref["in.input_mask"],
+                    "input_type_ids": ref["in.segment_ids"]})["pooled_output"]
   logits = head(pooled)
   log_probs = tf.nn.log_softmax(logits)
   loss, per_example = heads.mean_cross_entropy(log_probs, ref["in.labels"])
@@ -98,17 +99,23 @@ def test_span_head_matches_run_squad_create_model_and_loss():
   head.build()
   checkpoints.load_checkpoint(TINY_CKPT, encoder)
   checkpoints.load_checkpoint(FIXTURES / "checkpoint" / "squad_head" / "head.ckpt", heads=[head])
-  seq = encoder({"input_ids": ref["predict.in.input_ids"], "input_mask": ref["predict.in.input_mask"],
-                 "token_type_ids": ref["predict.in.segment_ids"]})["sequence_output"]
+  seq = encoder({"input_word_ids": ref["predict.in.input_ids"], "input_mask": ref["predict.in.input_mask"],
+                 "input_type_ids": ref["predict.in.segment_ids"]})["sequence_output"]
   start, end = head(seq)
   _close(start, ref["predict.start_logits"], HIDDEN_ATOL)
   _close(end, ref["predict.end_logits"], HIDDEN_ATOL)
 
+  # The training loss through the task interface the loop uses (no dropout in the reference).
   k = "train_v2_first6.in."
-  seq = encoder({"input_ids": ref[k + "input_ids"], "input_mask": ref[k + "input_mask"],
-                 "token_type_ids": ref[k + "segment_ids"]})["sequence_output"]
-  start, end = head(seq)
-  loss = heads.span_loss(start, end, ref[k + "start_position"], ref[k + "end_position"])
+  model = squad.SquadModel(config)
+  model.encoder.set_weights(encoder.get_weights())
+  model.span.set_weights(head.get_weights())
+  features = {"input_word_ids": ref[k + "input_ids"], "input_mask": ref[k + "input_mask"],
+              "input_type_ids": ref[k + "segment_ids"],
+              "start_positions": ref[k + "start_position"], "end_positions": ref[k + "end_position"]}
+  task = squad.SquadTask(config)
+  loss = (task.loss_numerators(model, features, training=False)["span"] /
+          task.loss_denominators(features)["span"])
   _close(loss, ref["train_v2_first6.total_loss_model_fn_TRAIN_nodropout"], LOG_PROB_ATOL)
 
 
@@ -122,10 +129,11 @@ def test_modeling_functions_match_original():
   for key in ("layer_norm", "layer_norm_const_row"):
     norm = layers.layer_norm("ln")
     _close(norm(ref[key + "_in"]), ref[key], 1e-5)
-  mask = ref["attention_mask_to_mask"]
-  _close(layers.create_attention_mask_from_input_mask(4, mask), ref["attention_mask"], 0)
-  bias = layers.attention_bias_from_mask(mask)
-  _close(bias[:, 0, 0, :], (1.0 - mask) * -10000.0, 0)
+  # The original's [B, F, T] mask has identical rows; our bias broadcasts one of them.
+  original_mask = ref["attention_mask"]
+  assert (original_mask == original_mask[:, :1, :]).all()
+  bias = layers.attention_bias_from_mask(ref["attention_mask_to_mask"])
+  _close(bias[:, 0, 0, :], (1.0 - original_mask[:, 0, :]) * -10000.0, 0)
 
 
 def test_eval_losses_of_run_pretraining_model_fn(pretraining_model):
@@ -179,7 +187,7 @@ def test_dropout_is_active_only_in_training(pretraining_model):
 def test_sequence_longer_than_position_table_is_a_clear_error(pretraining_model):
   encoder, _, _ = pretraining_model
   with pytest.raises(UserInputError, match="max_position_embeddings=64"):
-    encoder({"input_ids": np.zeros((1, 65), np.int32)})
+    encoder({"input_word_ids": np.zeros((1, 65), np.int32)})
 
 
 def test_fresh_model_has_googles_variable_shapes_and_initial_values():

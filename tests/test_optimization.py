@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, optimization, training
+from bert_tf import checkpoints, input_pipeline, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.tasks.pretraining import PretrainingTask
 from conftest import FIXTURES, TINY_CKPT
 
 OPT = FIXTURES / "optimizer"
 TRAJECTORY = json.loads((OPT / "trajectory.json").read_text())
-BATCH = dict(np.load(OPT / "batch.npz"))
+BATCH = input_pipeline.to_model_names(dict(np.load(OPT / "batch.npz")))
 
 
 def _setup(strategy, accumulation_steps=1):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import optimization, training
+from bert_tf import input_pipeline, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.tasks.pretraining import PretrainingTask
 from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
@@ -58,17 +58,17 @@ def _assert_same_weights(a, b, atol):
     np.testing.assert_allclose(wa[name], wb[name], rtol=0, atol=atol, err_msg=name)
 
 
-def test_eval_metrics_match_the_original_metric_fn():
+def test_eval_metrics_match_the_original_metric_fn(tmp_path):
   meta = json.loads((FORWARD / "pretrain_heads_forward.json").read_text())["eval_model_fn_set_A"]
   ref = np.load(FORWARD / "pretrain_heads_forward.npz")
   features = {
-      "input_ids": ref["A.in.input_ids"], "input_mask": ref["A.in.input_mask"],
-      "segment_ids": ref["A.in.segment_ids"], "masked_lm_positions": ref["A.in.masked_lm_positions"],
+      "input_word_ids": ref["A.in.input_ids"], "input_mask": ref["A.in.input_mask"],
+      "input_type_ids": ref["A.in.segment_ids"], "masked_lm_positions": ref["A.in.masked_lm_positions"],
       "masked_lm_ids": ref["A.in.masked_lm_ids"], "masked_lm_weights": ref["A.in.masked_lm_weights"],
       "next_sentence_labels": ref["A.in.next_sentence_labels"][:, None]}
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   task = PretrainingTask(BertConfig.from_json_file(TINY_CONFIG))
-  trainer = training.Trainer(strategy, task, "/tmp/unused-eval-dir",
+  trainer = training.Trainer(strategy, task, str(tmp_path),
                              lambda names: optimization.create_optimizer(1e-3, 10, 1, names),
                              init_checkpoint=TINY_CKPT)
   trainer.restore_or_initialize()
@@ -231,7 +231,7 @@ def test_a_failed_save_leaves_the_last_good_checkpoint_readable(tmp_path, monkey
   trainer = training.Trainer(strategy, task, out,
                              lambda names: optimization.create_optimizer(1e-3, 10, 1, names),
                              init_checkpoint=TINY_CKPT)
-  batch = {k: v for k, v in np.load(FIXTURES / "optimizer" / "batch.npz").items()}
+  batch = input_pipeline.to_model_names(dict(np.load(FIXTURES / "optimizer" / "batch.npz")))
   dataset = tf.data.Dataset.from_tensors(batch).repeat()
   trainer.train(dataset, num_train_steps=2, save_checkpoints_steps=2)
   good = _weights(os.path.join(out, "model.ckpt-2"))

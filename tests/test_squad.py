@@ -99,9 +99,10 @@ def test_v2_examples_without_a_span_get_the_null_answer_instead_of_crashing(toke
   predictions, nbest, null_odds = squad.compute_predictions(
       examples, features, _results(logit_set), 5, 10, True, version_2_with_negative=True)
   assert list(predictions) == [e.qas_id for e in examples]
-  for qas_id, entries in nbest.items():
-    if not any(entry["text"] for entry in entries):
-      assert predictions[qas_id] == "" and null_odds[qas_id] == squad.NO_SPAN_SCORE_DIFF
+  no_span = [q for q, entries in nbest.items() if not any(entry["text"] for entry in entries)]
+  assert no_span, "this logit set was chosen because the original crashes on it"
+  for qas_id in no_span:
+    assert predictions[qas_id] == "" and null_odds[qas_id] == squad.NO_SPAN_SCORE_DIFF
 
 
 def test_hand_worked_helpers():

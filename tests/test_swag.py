@@ -101,20 +101,20 @@ def test_training_lowers_the_loss_and_stores_the_head_under_its_documented_name(
 def test_export_answers_raw_text_like_the_python_path_in_a_fresh_process(tmp_path):
   import json
   import numpy as np
-  from bert_tf import checkpoints, export, heads
-  from bert_tf.modeling import BertModel
+  from bert_tf import checkpoints
+  from bert_tf.tasks.swag_export import export_swag
   from conftest import tiny_config
-  config = tiny_config()
-  encoder, head = BertModel(config), heads.MultipleChoiceHead(config, name="swag")
-  head.build()
+  model = swag.MultipleChoiceModel(tiny_config())
+  encoder, head = model.encoder, model.choice
   checkpoints.load_checkpoint(TINY_CKPT, encoder)
-  export.export_swag(str(tmp_path / "export"), encoder, head, VOCAB_UNCASED, True, 32)
+  export_swag(str(tmp_path / "export"), model, VOCAB_UNCASED, True, 32)
   example = swag.SwagExample("x", "The cat sat on the mat. Then it",
                              ["slept.", "ran away.", "", "caf\u00e9 \u4e2d"], 0)
   tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED)
   ids, mask, segments, _ = swag.convert_example(example, 32, tokenizer)
-  pooled = encoder({"input_ids": np.reshape(ids, (4, 32)), "input_mask": np.reshape(mask, (4, 32)),
-                    "token_type_ids": np.reshape(segments, (4, 32))})["pooled_output"]
+  pooled = encoder({"input_word_ids": np.reshape(ids, (4, 32)),
+                    "input_mask": np.reshape(mask, (4, 32)),
+                    "input_type_ids": np.reshape(segments, (4, 32))})["pooled_output"]
   want = tf.nn.softmax(head(pooled, num_choices=4)).numpy()[0]
   script = (
       "import json, tensorflow as tf, tensorflow_text\n"

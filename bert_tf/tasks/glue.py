@@ -18,13 +18,12 @@ import csv
 import dataclasses
 import os
 
-import keras
 import numpy as np
 from keras import ops
 
 from bert_tf import example_codec, heads, packing
 from bert_tf.errors import UserInputError
-from bert_tf.modeling import BertModel
+from bert_tf.tasks import base
 
 
 @dataclasses.dataclass
@@ -284,75 +283,59 @@ def feature_spec(max_seq_length, regression=False):
   }
 
 
-class ClassifierModel(keras.Model):
+class ClassifierModel(base.TaskModel):
   """BertModel plus run_classifier's head (logits from the pooled output)."""
 
-  def __init__(self, config, num_labels, use_one_hot_embeddings=False, dtype=None, **kwargs):
-    super().__init__(dtype=dtype, **kwargs)
-    self.encoder = BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings, dtype=dtype)
-    self.classifier = heads.ClassificationHead(config, num_labels, name="classifier", dtype=dtype)
-    self.classifier.build()
-    self.heads = [self.classifier]
-    self.built = True
+  def __init__(self, config, use_one_hot_embeddings=False, dtype=None, num_labels=2, **kwargs):
+    self._num_labels = num_labels
+    super().__init__(config, use_one_hot_embeddings, dtype=dtype, **kwargs)
+
+  def create_heads(self):
+    self.classifier = heads.ClassificationHead(self.config, self._num_labels, name="classifier",
+                                               dtype=self.dtype_policy)
+    return [self.classifier]
 
   def call(self, features, training=False):
-    pooled = self.encoder({"input_ids": features["input_ids"],
-                           "input_mask": features["input_mask"],
-                           "token_type_ids": features["segment_ids"]},
-                          training=training)["pooled_output"]
+    pooled = self.encode(features, training)["pooled_output"]
     return self.classifier(pooled, training=training)
 
 
-class ClassificationTask:
+class ClassificationTask(base.Task):
   """Cross-entropy (or squared error for regression), averaged over real examples."""
 
+  model_class = ClassifierModel
   loss_epsilons = {"classification": 0.0}
 
   def __init__(self, config, num_labels, regression=False, use_one_hot_embeddings=False,
                dtype=None):
-    self.config = config
+    super().__init__(config, use_one_hot_embeddings, dtype)
     self.num_labels = 1 if regression else num_labels
     self.regression = regression
-    self.use_one_hot_embeddings = use_one_hot_embeddings
-    self.dtype = dtype
 
-  def create_model(self):
-    return ClassifierModel(self.config, self.num_labels, self.use_one_hot_embeddings,
-                           dtype=self.dtype)
+  def model_args(self):
+    return {"num_labels": self.num_labels}
 
-  def _weights(self, features):
-    return ops.reshape(ops.cast(features["is_real_example"], "float32"), (-1,))
+  def loss_weights(self, features):
+    return {"classification": base.real_example_weights(features)}
 
-  def per_example_loss(self, logits, features):
+  def per_example_losses(self, logits, features):
     if self.regression:
       labels = ops.reshape(ops.cast(features["label_ids"], "float32"), (-1,))
-      return ops.square(ops.reshape(logits, (-1,)) - labels)
-    _, loss = heads.mean_cross_entropy(ops.log_softmax(logits, axis=-1), features["label_ids"])
-    return loss
+      loss = ops.square(ops.reshape(logits, (-1,)) - labels)
+    else:
+      _, loss = heads.mean_cross_entropy(ops.log_softmax(logits, axis=-1), features["label_ids"])
+    return {"classification": loss}
 
-  def loss_denominators(self, features):
-    return {"classification": ops.sum(self._weights(features))}
-
-  def loss_numerators(self, model, features, training):
-    loss = self.per_example_loss(model(features, training=training), features)
-    return {"classification": ops.sum(self._weights(features) * loss)}
-
-  def eval_batch(self, model, features):
-    """Sums for eval_accuracy / eval_loss (weighted by is_real_example, as metric_fn)."""
-    logits = model(features, training=False)
-    loss = self.per_example_loss(logits, features)
-    weights = self._weights(features)
-    sums = {"eval_loss": (ops.sum(weights * loss), ops.sum(weights))}
+  def metrics(self, logits, features, losses, weights):
+    """eval_loss and eval_accuracy, weighted by is_real_example as the original metric_fn."""
+    weights = weights["classification"]
+    sums = {"eval_loss": (ops.sum(weights * losses["classification"]), ops.sum(weights))}
     if not self.regression:
-      predictions = ops.cast(ops.argmax(logits, axis=-1), "int32")
-      labels = ops.reshape(ops.cast(features["label_ids"], "int32"), (-1,))
-      correct = ops.cast(predictions == labels, "float32")
-      sums["eval_accuracy"] = (ops.sum(weights * correct), ops.sum(weights))
-    return sums, {"classification": ops.sum(weights * loss)}
+      sums["eval_accuracy"] = base.accuracy_sum(logits, features["label_ids"], weights)
+    return sums
 
-  def predict_batch(self, model, features):
+  def predictions(self, logits, features):
     """Per-example outputs for test_results.tsv and the GLUE metrics."""
-    logits = model(features, training=False)
     if self.regression:
       return {"predictions": ops.reshape(logits, (-1,))}
     return {"probabilities": ops.softmax(logits, axis=-1)}

@@ -25,12 +25,11 @@ import json
 import math
 
 from absl import logging
-import keras
 from keras import ops
 
 from bert_tf import example_codec, heads, tokenization
 from bert_tf.errors import UserInputError
-from bert_tf.modeling import BertModel
+from bert_tf.tasks import base
 
 FIRST_UNIQUE_ID = 1000000000
 # The null-odds value written when no non-null span exists (the original crashes).
@@ -67,8 +66,12 @@ class InputFeatures:
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
 
 
+# run_squad's `is_whitespace`: the only characters that split a context into words.
+WHITESPACE_CODE_POINTS = (0x20, 0x09, 0x0D, 0x0A, 0x202F)
+
+
 def _is_whitespace(c):
-  return c in " \t\r\n" or ord(c) == 0x202F
+  return ord(c) in WHITESPACE_CODE_POINTS
 
 
 def split_context(paragraph_text):
@@ -494,50 +497,35 @@ def write_predictions(all_examples, all_features, all_results, n_best_size, max_
 
 # ------------------------------------------------------------------ model and task
 
-class SquadModel(keras.Model):
+class SquadModel(base.TaskModel):
   """BertModel plus run_squad's span head."""
 
-  def __init__(self, config, use_one_hot_embeddings=False, dtype=None, **kwargs):
-    super().__init__(dtype=dtype, **kwargs)
-    self.encoder = BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings, dtype=dtype)
-    self.span = heads.SpanHead(config, name="squad", dtype=dtype)
-    self.span.build()
-    self.heads = [self.span]
-    self.built = True
+  def create_heads(self):
+    self.span = heads.SpanHead(self.config, name="squad", dtype=self.dtype_policy)
+    return [self.span]
 
   def call(self, features, training=False):
-    sequence_output = self.encoder({"input_ids": features["input_ids"],
-                                    "input_mask": features["input_mask"],
-                                    "token_type_ids": features["segment_ids"]},
-                                   training=training)["sequence_output"]
-    return self.span(sequence_output)
+    """-> {"start_logits", "end_logits"}: [B, S] float32 each."""
+    start, end = self.span(self.encode(features, training)["sequence_output"])
+    return {"start_logits": start, "end_logits": end}
 
 
-class SquadTask:
+class SquadTask(base.Task):
   """(start loss + end loss) / 2, each a mean over the batch, as run_squad's model_fn."""
 
+  model_class = SquadModel
   loss_epsilons = {"span": 0.0}
 
-  def __init__(self, config, use_one_hot_embeddings=False, dtype=None):
-    self.config = config
-    self.use_one_hot_embeddings = use_one_hot_embeddings
-    self.dtype = dtype
+  def loss_weights(self, features):
+    return {"span": base.batch_weights(features)}
 
-  def create_model(self):
-    return SquadModel(self.config, self.use_one_hot_embeddings, dtype=self.dtype)
-
-  def loss_denominators(self, features):
-    return {"span": ops.cast(ops.shape(features["input_ids"])[0], "float32")}
-
-  def loss_numerators(self, model, features, training):
-    start_logits, end_logits = model(features, training=training)
-    _, start_loss = heads.mean_cross_entropy(ops.log_softmax(start_logits, axis=-1),
+  def per_example_losses(self, outputs, features):
+    _, start_loss = heads.mean_cross_entropy(ops.log_softmax(outputs["start_logits"], axis=-1),
                                              features["start_positions"])
-    _, end_loss = heads.mean_cross_entropy(ops.log_softmax(end_logits, axis=-1),
+    _, end_loss = heads.mean_cross_entropy(ops.log_softmax(outputs["end_logits"], axis=-1),
                                            features["end_positions"])
-    return {"span": ops.sum((start_loss + end_loss) / 2.0)}
+    return {"span": (start_loss + end_loss) / 2.0}
 
-  def predict_batch(self, model, features):
-    start_logits, end_logits = model(features, training=False)
+  def predictions(self, outputs, features):
     return {"unique_ids": ops.reshape(features["unique_ids"], (-1,)),
-            "start_logits": start_logits, "end_logits": end_logits}
+            "start_logits": outputs["start_logits"], "end_logits": outputs["end_logits"]}

@@ -11,12 +11,12 @@ NUM_CHOICES * max_seq_length values (choice-major), `label_ids`, `is_real_exampl
 import csv
 import dataclasses
 
-import keras
 from keras import ops
 
 from bert_tf import example_codec, heads, packing
 from bert_tf.errors import UserInputError
-from bert_tf.modeling import BertModel
+from bert_tf.modeling import encoder_inputs
+from bert_tf.tasks import base
 
 NUM_CHOICES = 4
 _COLUMNS = ("video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0",
@@ -95,64 +95,38 @@ def feature_spec(max_seq_length):
           "is_real_example": (1, tf.int64)}
 
 
-class MultipleChoiceModel(keras.Model):
+class MultipleChoiceModel(base.TaskModel):
   """BertModel run on every choice, scored by the MultipleChoiceHead."""
 
-  def __init__(self, config, use_one_hot_embeddings=False, dtype=None, **kwargs):
-    super().__init__(dtype=dtype, **kwargs)
-    self.encoder = BertModel(config, use_one_hot_embeddings=use_one_hot_embeddings, dtype=dtype)
-    self.choice = heads.MultipleChoiceHead(config, name="swag", dtype=dtype)
-    self.choice.build()
-    self.heads = [self.choice]
-    self.built = True
+  def create_heads(self):
+    self.choice = heads.MultipleChoiceHead(self.config, name="swag", dtype=self.dtype_policy)
+    return [self.choice]
 
   def call(self, features, training=False):
     """features: [B, NUM_CHOICES * S], choice-major -> [B, NUM_CHOICES] scores."""
-    seq_length = ops.shape(features["input_ids"])[-1] // NUM_CHOICES
-    flat = {k: ops.reshape(features[k], (-1, seq_length))
-            for k in ("input_ids", "input_mask", "segment_ids")}
-    pooled = self.encoder({"input_ids": flat["input_ids"], "input_mask": flat["input_mask"],
-                           "token_type_ids": flat["segment_ids"]},
-                          training=training)["pooled_output"]
+    seq_length = ops.shape(features["input_word_ids"])[-1] // NUM_CHOICES
+    flat = {k: ops.reshape(v, (-1, seq_length)) for k, v in encoder_inputs(features).items()}
+    pooled = self.encode(flat, training)["pooled_output"]
     return self.choice(pooled, num_choices=NUM_CHOICES)
 
 
-class MultipleChoiceTask:
+class MultipleChoiceTask(base.Task):
   """Softmax over the choices' scores, cross-entropy on the gold choice."""
 
+  model_class = MultipleChoiceModel
   loss_epsilons = {"choice": 0.0}
 
-  def __init__(self, config, use_one_hot_embeddings=False, dtype=None):
-    self.config = config
-    self.use_one_hot_embeddings = use_one_hot_embeddings
-    self.dtype = dtype
+  def loss_weights(self, features):
+    return {"choice": base.real_example_weights(features)}
 
-  def create_model(self):
-    return MultipleChoiceModel(self.config, self.use_one_hot_embeddings, dtype=self.dtype)
-
-  def _weights(self, features):
-    return ops.reshape(ops.cast(features["is_real_example"], "float32"), (-1,))
-
-  def _per_example(self, scores, features):
+  def per_example_losses(self, scores, features):
     _, loss = heads.mean_cross_entropy(ops.log_softmax(scores, axis=-1), features["label_ids"])
-    return loss
+    return {"choice": loss}
 
-  def loss_denominators(self, features):
-    return {"choice": ops.sum(self._weights(features))}
+  def metrics(self, scores, features, losses, weights):
+    weights = weights["choice"]
+    return {"eval_accuracy": base.accuracy_sum(scores, features["label_ids"], weights),
+            "eval_loss": (ops.sum(weights * losses["choice"]), ops.sum(weights))}
 
-  def loss_numerators(self, model, features, training):
-    loss = self._per_example(model(features, training=training), features)
-    return {"choice": ops.sum(self._weights(features) * loss)}
-
-  def eval_batch(self, model, features):
-    scores = model(features, training=False)
-    loss = self._per_example(scores, features)
-    weights = self._weights(features)
-    labels = ops.reshape(ops.cast(features["label_ids"], "int32"), (-1,))
-    correct = ops.cast(ops.cast(ops.argmax(scores, axis=-1), "int32") == labels, "float32")
-    sums = {"eval_accuracy": (ops.sum(weights * correct), ops.sum(weights)),
-            "eval_loss": (ops.sum(weights * loss), ops.sum(weights))}
-    return sums, {"choice": ops.sum(weights * loss)}
-
-  def predict_batch(self, model, features):
-    return {"probabilities": ops.softmax(model(features, training=False), axis=-1)}
+  def predictions(self, scores, features):
+    return {"probabilities": ops.softmax(scores, axis=-1)}
