@@ -12,13 +12,14 @@ command first so you can copy it:
      fresh process that imports only tensorflow and tensorflow_text.
 
 Re-running skips the stages whose output is complete (an interrupted pretraining
-resumes from its last checkpoint); --clean deletes --output_dir and starts over.
+resumes from its last checkpoint); --clean empties --output_dir and starts over.
 --quick runs a few steps of everything at a small sequence length (for the tests).
 The demo itself uses only the standard library; the stages need requirements.txt.
 """
 
 import argparse
 import collections
+import fcntl
 import json
 import os
 import re
@@ -31,6 +32,7 @@ import time
 REPO = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(REPO, "data")
 SETTINGS_FILE = "demo_settings.json"
+LOCK_FILE = ".demo.lock"
 
 # The tiny BERT: small enough to pretrain on 2 CPUs in minutes.
 TINY_CONFIG = {
@@ -43,8 +45,8 @@ TINY_CONFIG = {
 # Chosen by measurement on 2 CPUs. Next-sentence prediction, and with it the
 # [CLS] vector the classifier reads, becomes informative only after ~1500-2000
 # steps: from a 500-step checkpoint the classifier stays at chance, from 2000
-# steps it reaches ~0.80 on the MRPC sample. A step's time is dominated by the
-# masked-LM softmax over the 30,522-word vocabulary, so at most 5 words per
+# steps it reaches ~0.80 on the MRPC sample. The masked-LM softmax over the
+# 30,522-word vocabulary is the largest part of a step, so at most 5 words per
 # sequence are masked: ~20% faster, with the same classifier accuracy as 10.
 FULL = dict(max_seq_length=64, max_predictions_per_seq=5, dupe_factor=5,
             pretrain_steps=2000, pretrain_warmup=200, pretrain_lr="1e-3", save_steps=500,
@@ -61,7 +63,7 @@ PAIRS = [
      "The Brindlecombe Owls beat the Marrowfield Stags 3 to 1.", "not a paraphrase"),
 ]
 
-ASK_SCRIPT = '''"""Answers sentence pairs with the demo's SavedModel: only TensorFlow and tensorflow-text needed.
+ASK_SCRIPT = '''"""Answers sentence pairs with the demo's SavedModel; needs only tensorflow(-text).
 
   python ask.py SAVED_MODEL_DIR "first sentence" "second sentence" [more pairs ...]
 
@@ -144,9 +146,6 @@ class Demo:
         sys.exit("error: %s holds a demo run with other settings (%s); pass --clean to start "
                  "over or choose another --output_dir." %
                  (shown(self.out), "quick" if previous.get("quick") else "full"))
-    elif os.path.isdir(self.out) and os.listdir(self.out):
-      sys.exit("error: %s exists and is not a demo output folder; choose another --output_dir."
-               % shown(self.out))
     os.makedirs(self.logs, exist_ok=True)
     write_atomically(settings_path, json.dumps(settings, indent=1, sort_keys=True) + "\n")
     with open(os.path.join(DATA, "vocab.txt"), encoding="utf-8") as f:
@@ -327,7 +326,7 @@ class Demo:
     print("\nAsk your own pair:\n  %s %s %s %s %s" % (
         shown(sys.executable), shown(self.paths["ask"]), shown(self.paths["saved_model"]),
         shlex.quote("The Brindlecombe Owls beat the Marrowfield Stags 2 to 0."),
-        shlex.quote("The Lornhaven Otters lost 0-2 to the Ashford Comets.")))
+        shlex.quote("The Marrowfield Stags lost 0-2 to the Brindlecombe Owls.")))
 
 
 def read_results(path):
@@ -366,13 +365,37 @@ def main():
   args = parser.parse_args()
   start = time.monotonic()
   out = os.path.abspath(args.output_dir)
-  if args.clean and os.path.exists(out):
-    if os.listdir(out) and not os.path.exists(os.path.join(out, SETTINGS_FILE)):
-      sys.exit("error: --clean refuses to delete %s: it is not a demo output folder." %
-               shown(out))
-    print("--clean: deleting %s" % shown(out), flush=True)
-    shutil.rmtree(out)
-  demo = Demo(out, args.quick)
+  if is_foreign(out):
+    sys.exit("error: %s exists and is not a demo output folder; choose another --output_dir%s."
+             % (shown(out), " (--clean deletes only demo output folders)" if args.clean else ""))
+  os.makedirs(out, exist_ok=True)
+  with open(os.path.join(out, LOCK_FILE), "w") as lock:
+    try:  # released by the OS when this process ends, however it ends
+      fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+      sys.exit("error: another demo.py is running in %s." % shown(out))
+    if args.clean:
+      print("--clean: deleting the contents of %s" % shown(out), flush=True)
+      for name in sorted(set(os.listdir(out)) - {LOCK_FILE}):
+        path = os.path.join(out, name)
+        if os.path.isdir(path):
+          shutil.rmtree(path)
+        else:
+          os.remove(path)
+    run_stages(Demo(out, args.quick), start)
+
+
+def is_foreign(out):
+  """True for an existing folder with files that a demo run did not make."""
+  if not os.path.exists(out):
+    return False
+  if not os.path.isdir(out):
+    return True
+  names = set(os.listdir(out)) - {LOCK_FILE}
+  return bool(names) and SETTINGS_FILE not in names
+
+
+def run_stages(demo, start):
   demo.prepare()
   demo.create_pretraining_data()
   demo.run_pretraining()

@@ -12,7 +12,7 @@ Outputs:
   pretraining_corpus.txt       one sentence per line, a blank line between documents
   mrpc_sample/{train,dev,test}.tsv
                                MRPC-format paraphrase pairs (1 = the same fact reworded,
-                               0 = a different fact: another name, number or claim)
+                               0 = a different fact: another topic, claim, name or number)
   squad_sample.json            SQuAD v1.1 questions on town profiles
   swag_sample/{train,val}.csv  SWAG-format four-way sentence endings
 """

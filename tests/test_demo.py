@@ -6,7 +6,6 @@ as a subprocess of the real runners, checking every stage's output.
 
 import importlib.util
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -64,14 +63,23 @@ def test_pretraining_checkpoint_in_google_layout(quick_run):
                                      .splitlines())
 
 
-def test_classifier_eval_and_export(quick_run):
+def test_classifier_eval_and_export_agree(quick_run):
+  """eval_results.txt's accuracy equals the exported SavedModel's answers on the dev set."""
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401  (registers the export's tokenizer ops)
+  from bert_tf.tasks import glue
   out, _ = quick_run
   results = dict(line.split(" = ") for line in
                  (out / "classifier" / "eval_results.txt").read_text().splitlines())
-  assert 0.0 <= float(results["eval_accuracy"]) <= 1.0
   assert "eval_f1" in results
-  assert (out / "saved_model" / "saved_model.pb").is_file()
   assert (out / "saved_model" / "assets.extra" / "bert_tf_export.json").is_file()
+  examples = glue.MrpcProcessor().get_dev_examples(str(DATA / "mrpc_sample"))
+  serve = tf.saved_model.load(str(out / "saved_model")).signatures["serving_default"]
+  labels = serve(text_a=tf.constant([e.text_a for e in examples]),
+                 text_b=tf.constant([e.text_b for e in examples]))["labels"].numpy()
+  accuracy = sum(l.decode() == e.label for l, e in zip(labels, examples)) / len(examples)
+  # Same model, two paths (records + Trainer.evaluate vs raw text + in-graph tokenizer).
+  assert float(results["eval_accuracy"]) == pytest.approx(accuracy, abs=1.01 / len(examples))
 
 
 def test_fresh_process_answers(quick_run):
@@ -116,6 +124,16 @@ def test_clean_refuses_a_foreign_folder(tmp_path):
   assert result.returncode != 0
   assert "not a demo output folder" in result.stderr
   assert keep.read_text() == "not a demo"
+
+
+def test_one_demo_at_a_time_per_folder(tmp_path):
+  import fcntl
+  with open(tmp_path / ".demo.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running demo.py holds it
+    result = run_demo("--quick", "--output_dir=%s" % tmp_path)
+  assert result.returncode != 0
+  assert "another demo.py is running" in result.stderr
+  assert sorted(p.name for p in tmp_path.iterdir()) == [".demo.lock"]
 
 
 # ------------------------------------------------------------------ sample data
