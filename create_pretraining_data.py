@@ -33,6 +33,7 @@ flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model
 flags.DEFINE_bool("do_lower_case", True,
                   "Whether to lower case the input text. Should be True for uncased models and "
                   "False for cased models.")
+flags.DEFINE_bool("strip_accents", None, tokenization.STRIP_ACCENTS_HELP)
 flags.DEFINE_bool("do_whole_word_mask", False,
                   "Whether to use whole word masking rather than per-WordPiece masking.")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
@@ -77,7 +78,8 @@ def check_flags():
 def main(_):
   cli.require_flags(FLAGS, "input_file", "output_file", "vocab_file")
   check_flags()
-  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
+                                         FLAGS.strip_accents)
   for special in ("[CLS]", "[SEP]", "[MASK]"):
     if special not in tokenizer.vocab:
       raise UserInputError("Vocab file %s has no %s token." % (FLAGS.vocab_file, special))

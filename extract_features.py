@@ -37,6 +37,7 @@ flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model
 flags.DEFINE_bool("do_lower_case", True,
                   "Whether to lower case the input text. Should be True for uncased models and "
                   "False for cased models.")
+flags.DEFINE_bool("strip_accents", None, tokenization.STRIP_ACCENTS_HELP)
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; features are computed on the "
                   "local CPU/GPU devices.")
@@ -61,7 +62,8 @@ def main(_):
     raise UserInputError("--max_seq_length=%d exceeds max_position_embeddings=%d in %s." %
                          (FLAGS.max_seq_length, config.max_position_embeddings,
                           FLAGS.bert_config_file))
-  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
+                                         FLAGS.strip_accents)
   if max(tokenizer.vocab.values()) >= config.vocab_size:
     raise UserInputError("Vocab file %s has ids up to %d but vocab_size is %d in %s: the vocab "
                          "does not belong to this model." %

@@ -21,7 +21,9 @@ tokenizer is built, and embedded as constants:
   does), then every code point maps through a table to `NFD(c.lower())`, marks are
   put in canonical order (a stable sort on the combining class, run only when a
   non-Mn mark needs it), and Mn code points are dropped; all-ASCII strings just
-  get `tf.strings.lower`;
+  get `tf.strings.lower`; `strip_accents` (see `tokenization.resolve_strip_accents`)
+  picks the table: `c.lower()` without NFD, sorting and Mn removal when accents are
+  kept, `NFD(c)` without the sigma rule when they are stripped without lower-casing;
 * whitespace, punctuation and CJK ideographs split words in one
   `tensorflow_text.regex_split` with explicit ranges;
 * words over 200 code points become `[UNK]`; the rest go through
@@ -67,7 +69,9 @@ class _UnicodeTables:
     chinese = {cp for cp in range(_MAX_CODE_POINT + 1) if tokenization._is_chinese_char(cp)}
     self.deleted, self.spaces, self.cased, self.ignorable = [], [], [], []
     split_kept = set(chinese)
-    self.lower_map = {}  # code point -> NFD(lower()) code points, where it differs
+    # (do_lower_case, strip_accents) -> {code point: what the Python tokenizer
+    # turns it into, as code points, where that differs}: lower() and/or NFD.
+    self.char_maps = {(True, True): {}, (True, False): {}, (False, True): {}}
     self.mark_props = {}  # code point -> combining class | 256 if Mn
     for cp in range(_MAX_CODE_POINT + 1):
       char = chr(cp)
@@ -89,9 +93,12 @@ class _UnicodeTables:
       combining = unicodedata.combining(char)
       if combining or category == "Mn":
         self.mark_props[cp] = combining | (256 if category == "Mn" else 0)
-      lowered = unicodedata.normalize("NFD", char.lower())
-      if lowered != char:
-        self.lower_map[cp] = [ord(c) for c in lowered]
+      lowered = char.lower()
+      for key, mapped in (((True, True), unicodedata.normalize("NFD", lowered)),
+                          ((True, False), lowered),
+                          ((False, True), unicodedata.normalize("NFD", char))):
+        if mapped != char:
+          self.char_maps[key][cp] = [ord(c) for c in mapped]
       if is_space or cp in chinese:
         continue  # Word boundaries in the original, so never sigma context.
       # Python's capital-sigma rule, probed through str.lower() itself:
@@ -159,15 +166,20 @@ class BertTextTokenizer(tf.Module):
       sequence of tokens (id = position, a repeated token keeps its last
       position) or a token -> id mapping.
     do_lower_case: as in the original; must match the checkpoint.
+    strip_accents: None strips accents exactly when lower-casing (the original);
+      False keeps them while lower-casing (Hangul syllables stay whole); True
+      strips them even without lower-casing. The attribute holds the resolved bool.
   """
 
-  def __init__(self, vocab_file_or_vocab_list, do_lower_case=True, name=None):
+  def __init__(self, vocab_file_or_vocab_list, do_lower_case=True, strip_accents=None,
+               name=None):
     super().__init__(name=name)
     vocab = _read_vocab(vocab_file_or_vocab_list)
     if "[UNK]" not in vocab:
       raise UserInputError("The vocabulary has no [UNK] token: it is not a BERT "
                            "WordPiece vocab.")
     self.do_lower_case = bool(do_lower_case)
+    self.strip_accents = tokenization.resolve_strip_accents(do_lower_case, strip_accents)
     self.vocab_size = max(vocab.values()) + 1
     self.unk_id = vocab["[UNK]"]
     self.cls_id = vocab.get("[CLS]")
@@ -198,8 +210,10 @@ class BertTextTokenizer(tf.Module):
       other = _char_class(tables.cased + tables.ignorable, negate=True)
       self._sigma_pattern = r"(%s%s*)\x{3A3}(%s*(?:%s|$))" % (cased, ignorable, ignorable,
                                                                other)
-      keys = sorted(tables.lower_map)
-      rows = [tables.lower_map[k] for k in keys]
+    if self._maps_characters:
+      char_map = tables.char_maps[(self.do_lower_case, self.strip_accents)]
+      keys = sorted(char_map)
+      rows = [char_map[k] for k in keys]
       lengths = [len(r) for r in rows]
       starts = [0]
       for n in lengths[:-1]:
@@ -209,9 +223,14 @@ class BertTextTokenizer(tf.Module):
       self._lower_starts = tf.constant(starts, tf.int32)
       self._lower_lengths = tf.constant(lengths, tf.int32)
       self._lower_values = tf.constant([c for r in rows for c in r], tf.int32)
+    if self.strip_accents:
       marks = sorted(tables.mark_props)
       self._mark_table = _static_table(marks, [tables.mark_props[k] for k in marks],
                                        tf.int32, tf.int32, 0)
+
+  @property
+  def _maps_characters(self):
+    return self.do_lower_case or self.strip_accents
 
   # ---------------------------------------------------------------- tokenizing
 
@@ -247,7 +266,7 @@ class BertTextTokenizer(tf.Module):
     # Drop invalid UTF-8 (like bytes.decode("utf-8", "ignore")) before RE2 sees it.
     text = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="ignore")
     text = tf.strings.regex_replace(text, self._clean_pattern, "")
-    if self.do_lower_case:
+    if self._maps_characters:
       text = self._lower_and_strip_accents(text)
     return tf_text.regex_split(text, self._split_pattern, self._keep_pattern)
 
@@ -261,22 +280,26 @@ class BertTextTokenizer(tf.Module):
     return self._wordpiece.tokenize(words).merge_dims(1, 2)
 
   def _lower_and_strip_accents(self, text):
-    """str.lower(), NFD and Mn removal, over whole strings at once.
+    """str.lower(), NFD and Mn removal (as configured), over whole strings at once.
 
     Lower-casing whole cleaned strings equals the original's per-word lower-casing
     because whitespace and CJK characters (the word boundaries) are neither cased
     nor case-ignorable in the sigma rule, the only context-dependent mapping.
-    All-ASCII strings (most English text) only need A-Z lowered, which is cheap,
-    so only the other rows go through the code point tables.
+    All-ASCII strings (most English text) only need A-Z lowered (nothing, when
+    only accents are stripped), which is cheap, so only the other rows go through
+    the code point tables.
     """
     is_ascii = tf.strings.regex_full_match(text, r"[\x00-\x7F]*")
     other_rows = tf.where(tf.logical_not(is_ascii))
     other = self._lower_and_strip_accents_unicode(tf.gather_nd(text, other_rows))
-    return tf.tensor_scatter_nd_update(tf.strings.lower(text), other_rows, other)
+    ascii_done = tf.strings.lower(text) if self.do_lower_case else text
+    return tf.tensor_scatter_nd_update(ascii_done, other_rows, other)
 
   def _lower_and_strip_accents_unicode(self, text):
     """The general case of `_lower_and_strip_accents`, by code point tables."""
-    text = tf.strings.regex_replace(text, self._sigma_pattern, "\\1" + _FINAL_SIGMA + "\\2")
+    if self.do_lower_case:
+      text = tf.strings.regex_replace(text, self._sigma_pattern,
+                                      "\\1" + _FINAL_SIGMA + "\\2")
     chars = tf.strings.unicode_decode(text, "UTF-8")
     cps = chars.flat_values
     rows = chars.value_rowids()
@@ -293,6 +316,10 @@ class BertTextTokenizer(tf.Module):
         tf.gather(self._lower_values, table_pos),
         tf.gather(cps, source))
     rows = tf.gather(rows, source)
+    if not self.strip_accents:  # str.lower() alone: no NFD, so no reordering.
+      return tf.strings.unicode_encode(
+          tf.RaggedTensor.from_value_rowids(cps, rows, nrows=chars.nrows(), validate=False),
+          "UTF-8")
     # Canonical ordering: a stable sort by combining class inside each run that
     # starts at a class-0 character (or a new string). Only marks that survive the
     # Mn removal below can show the order, and those (a few Mc viramas, musical

@@ -12,6 +12,12 @@ its quirks (kept on purpose, because released checkpoints were trained with them
 * a word longer than 200 characters, or one with any unmatched piece, is `[UNK]`;
 * `bytes` input is decoded as UTF-8 with invalid bytes silently dropped.
 
+One addition, off by default: `strip_accents` (as in Hugging Face's BertTokenizer)
+separates accent stripping from lower-casing, because stripping ruins scripts whose
+letters carry marks (google-research/bert issues #130, #135): `strip_accents=False`
+lower-cases but keeps every character (Hangul syllables stay syllables), `True`
+strips accents even without lower-casing, and None is the original behaviour.
+
 The implementation is faster than the original (per-character decisions are cached,
 word pieces are memoised), but every output is the same.
 """
@@ -115,16 +121,39 @@ def whitespace_tokenize(text):
   return text.split()
 
 
-class FullTokenizer:
-  """BasicTokenizer followed by WordpieceTokenizer over a vocab file."""
+# Help of the runners' --strip_accents flag (default None: the original's rule).
+STRIP_ACCENTS_HELP = (
+    "Whether to strip accents (marks) from the text. Default: the original's behaviour, "
+    "strip exactly when lower-casing. --strip_accents=false keeps accents while lower-casing "
+    "(e.g. Korean Hangul syllables stay whole); --strip_accents=true strips them even with "
+    "--do_lower_case=false. Must match how the model was trained.")
 
-  def __init__(self, vocab_file, do_lower_case=True):
+
+def resolve_strip_accents(do_lower_case, strip_accents):
+  """Whether accents are stripped: `strip_accents` if given, else the original's rule.
+
+  The original strips accents exactly when it lower-cases (strip_accents=None).
+  """
+  if strip_accents is None:
+    return bool(do_lower_case)
+  return bool(strip_accents)
+
+
+class FullTokenizer:
+  """BasicTokenizer followed by WordpieceTokenizer over a vocab file.
+
+  `strip_accents`: None strips accents exactly when lower-casing (the original);
+  False keeps them while lower-casing; True strips them even without lower-casing.
+  """
+
+  def __init__(self, vocab_file, do_lower_case=True, strip_accents=None):
     self.vocab = load_vocab(vocab_file)
     if "[UNK]" not in self.vocab:
       raise UserInputError(
           "Vocab file %s has no [UNK] token: it is not a BERT WordPiece vocab." % vocab_file)
     self.inv_vocab = {v: k for k, v in self.vocab.items()}
-    self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+    self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case,
+                                          strip_accents=strip_accents)
     self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
 
   def tokenize(self, text):
@@ -133,6 +162,15 @@ class FullTokenizer:
     for token in self.basic_tokenizer.tokenize(text):
       split_tokens.extend(wordpiece(token))
     return split_tokens
+
+  @property
+  def do_lower_case(self):
+    return self.basic_tokenizer.do_lower_case
+
+  @property
+  def strip_accents(self):
+    """The resolved setting (a bool), see `resolve_strip_accents`."""
+    return self.basic_tokenizer.strip_accents
 
   def convert_tokens_to_ids(self, tokens):
     return convert_by_vocab(self.vocab, tokens)
@@ -205,10 +243,15 @@ _ASCII_PUNCTUATION_SPLIT = re.compile(r"[!-/:-@\[-`{-~]|[^!-/:-@\[-`{-~]+")
 
 
 class BasicTokenizer:
-  """Cleans text, splits CJK characters, lower-cases/strips accents, splits punctuation."""
+  """Cleans text, splits CJK characters, lower-cases/strips accents, splits punctuation.
 
-  def __init__(self, do_lower_case=True):
+  `strip_accents` None follows `do_lower_case` (the original); the attribute holds
+  the resolved bool.
+  """
+
+  def __init__(self, do_lower_case=True, strip_accents=None):
     self.do_lower_case = do_lower_case
+    self.strip_accents = resolve_strip_accents(do_lower_case, strip_accents)
 
   def tokenize(self, text):
     text = convert_to_unicode(text).translate(_CLEAN_TABLE)
@@ -216,8 +259,8 @@ class BasicTokenizer:
     for token in text.split():
       if self.do_lower_case:
         token = token.lower()
-        if not token.isascii():
-          token = self._run_strip_accents(token)
+      if self.strip_accents and not token.isascii():
+        token = self._run_strip_accents(token)
       split_tokens.extend(self._run_split_on_punc(token))
     # The original re-joins with spaces and splits again; that only drops empty
     # pieces (stripping accents can empty a token) and splits on whitespace that

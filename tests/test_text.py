@@ -145,6 +145,48 @@ def test_hand_made_texts_match_python(tokenizers):
     _assert_same_as_python(*tokenizers[config], texts)
 
 
+# Every non-default combination, plus the defaults spelt out explicitly.
+STRIP_ACCENTS_COMBINATIONS = [(True, False), (False, True), (True, True), (False, False)]
+KOREAN_AND_ACCENTED = [
+    "한국어 안녕하세요. 서울은 BTS의 노래", "한", "\u1112\u1161\u11ab 가\u0301",
+    "Café naïve RÉSUMÉ ΟΔΟΣ", "CAFE\u0301 \u00c9\u0323\u0302 Ǆ ǅ İ", "नमस्ते שָׁלוֹם ภาษาไทย",
+]
+
+
+@pytest.mark.parametrize("do_lower_case,strip_accents", STRIP_ACCENTS_COMBINATIONS)
+def test_strip_accents_matches_python(do_lower_case, strip_accents):
+  graph_tok = text.BertTextTokenizer(VOCAB_UNCASED, do_lower_case, strip_accents)
+  python_tok = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case, strip_accents)
+  assert graph_tok.strip_accents is python_tok.strip_accents is strip_accents
+  texts = KOREAN_AND_ACCENTED + [c["text"] for c in GOLDEN["cases"]]
+  _assert_same_as_python(graph_tok, python_tok, texts + _random_texts(seed=4321, count=300))
+
+
+@pytest.mark.parametrize("config", GOLDEN["configs"], ids=lambda c: c["name"])
+def test_explicit_default_strip_accents_keeps_golden_ids(config):
+  tok = text.BertTextTokenizer(VOCABS[config["vocab_file"]], config["do_lower_case"],
+                               strip_accents=config["do_lower_case"])
+  got = tok.tokenize([case["text"] for case in GOLDEN["cases"]]).to_list()
+  assert got == [case["results"][config["name"]]["ids"] for case in GOLDEN["cases"]]
+
+
+def test_strip_accents_false_keeps_hangul_syllables(tmp_path):
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "한국어", "안녕", "##하세요", "서울", "##은", "##의",
+           "노래", "bts", "ᄒ", "##ᅡ", "##ᆫ", "café", "cafe", "."]
+  path = tmp_path / "vocab.txt"
+  path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+  texts = ["한국어 안녕하세요. 서울은 BTS의 노래", "한 Café"]
+  kept = text.BertTextTokenizer(str(path), do_lower_case=True, strip_accents=False)
+  assert kept.tokenize(texts).to_list() == [[4, 5, 6, 17, 7, 8, 11, 9, 10], [1, 15]]
+  original = text.BertTextTokenizer(str(path), do_lower_case=True)
+  # Jamo miss the syllable entries: a word with any unmatched piece is [UNK].
+  assert original.tokenize(texts).to_list() == [[1, 1, 17, 1, 1, 1], [12, 13, 14, 16]]
+  for lower, strip_accents in STRIP_ACCENTS_COMBINATIONS + [(True, None), (False, None)]:
+    _assert_same_as_python(text.BertTextTokenizer(str(path), lower, strip_accents),
+                           tokenization.FullTokenizer(str(path), lower, strip_accents),
+                           texts + KOREAN_AND_ACCENTED)
+
+
 def test_word_length_limit_counts_characters_not_bytes(tmp_path):
   vocab = ["[PAD]", "[UNK]", "𝔞", "##𝔞", "ж", "##ж"]
   path = tmp_path / "vocab.txt"

@@ -42,6 +42,84 @@ def test_full_tokenizer_matches_original_on_every_case(tokenizers, config):
   assert not mismatches
 
 
+@pytest.mark.parametrize("config", [c for c in GOLDEN["configs"]], ids=lambda c: c["name"])
+def test_explicit_default_strip_accents_keeps_golden_results(config):
+  """strip_accents=None and strip_accents=do_lower_case are both the original."""
+  for strip_accents in (None, config["do_lower_case"]):
+    tokenizer = tokenization.FullTokenizer(VOCABS[config["vocab_file"]], config["do_lower_case"],
+                                           strip_accents=strip_accents)
+    assert tokenizer.strip_accents is config["do_lower_case"]
+    for case in GOLDEN["cases"]:
+      assert tokenizer.tokenize(case["text"]) == case["results"][config["name"]]["tokens"]
+
+
+def test_resolve_strip_accents():
+  assert [tokenization.resolve_strip_accents(lower, strip)
+          for lower in (True, False) for strip in (None, True, False)] == [
+              True, True, False, False, True, False]
+
+
+# A multilingual-style vocab: Hangul syllables (what a Korean vocab holds), the
+# jamo the original's accent stripping produces, and accented/plain Latin words.
+KOREAN_LATIN_VOCAB = [
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "한국어", "안녕", "##하세요", "서울", "##은", "##의",
+    "노래", "bts", "BTS", "ᄒ", "##ᅡ", "##ᆫ", "##ᄀ", "##ᅮ", "##ᆨ", "##ᄋ", "##ᅥ", "café", "cafe",
+    "naïve", "naive", "résumé", "resume", "Café", "Cafe", "RÉSUMÉ", "RESUME", "ς", "ο", "##δ",
+    "##ο", "##ς", "οδος", ".",
+]
+
+
+@pytest.fixture
+def korean_vocab(tmp_path):
+  path = tmp_path / "vocab.txt"
+  path.write_text("\n".join(KOREAN_LATIN_VOCAB) + "\n", encoding="utf-8")
+  return str(path)
+
+
+def test_strip_accents_false_keeps_hangul_syllables(korean_vocab):
+  text = "한국어 안녕하세요. 서울은 BTS의 노래"
+  kept = tokenization.FullTokenizer(korean_vocab, do_lower_case=True, strip_accents=False)
+  assert kept.tokenize(text) == ["한국어", "안녕", "##하세요", ".", "서울", "##은", "bts", "##의",
+                                 "노래"]
+  assert kept.tokenize("한국어").count("[UNK]") == 0
+  # The original (and strip_accents=True) decompose syllables into jamo, which
+  # then miss the vocab's syllable entries.
+  for strip_accents in (None, True):
+    original = tokenization.FullTokenizer(korean_vocab, True, strip_accents)
+    assert original.basic_tokenizer.tokenize("한국어") == ["\u1112\u1161\u11ab\u1100\u116e"
+                                                         "\u11a8\u110b\u1165"]
+    assert original.tokenize("한국어") == ["ᄒ", "##ᅡ", "##ᆫ", "##ᄀ", "##ᅮ", "##ᆨ", "##ᄋ",
+                                        "##ᅥ"]
+    assert original.tokenize("안녕") == ["[UNK]"]
+  # Without lower-casing, True strips (decomposes) too; None and False keep.
+  assert tokenization.FullTokenizer(korean_vocab, False, True).tokenize("한") == [
+      "ᄒ", "##ᅡ", "##ᆫ"]
+  for strip_accents in (None, False):
+    assert tokenization.FullTokenizer(korean_vocab, False, strip_accents).tokenize(
+        "BTS의 노래") == ["BTS", "##의", "노래"]
+
+
+def test_strip_accents_on_accented_latin(korean_vocab):
+  text = "Café naïve RÉSUMÉ ΟΔΟΣ"
+  want = {
+      (True, None): ["cafe", "naive", "resume", "οδος"],
+      (True, True): ["cafe", "naive", "resume", "οδος"],
+      (True, False): ["café", "naïve", "résumé", "οδος"],
+      (False, None): ["Café", "naïve", "RÉSUMÉ", "ΟΔΟΣ"],
+      (False, True): ["Cafe", "naive", "RESUME", "ΟΔΟΣ"],
+      (False, False): ["Café", "naïve", "RÉSUMÉ", "ΟΔΟΣ"],
+  }
+  for (lower, strip_accents), words in want.items():
+    tokenizer = tokenization.FullTokenizer(korean_vocab, lower, strip_accents)
+    assert tokenizer.basic_tokenizer.tokenize(text) == words, (lower, strip_accents)
+    assert tokenizer.do_lower_case is lower
+  # Kept accents are kept as written: decomposed input stays decomposed.
+  kept = tokenization.BasicTokenizer(do_lower_case=True, strip_accents=False)
+  assert kept.tokenize("CAFE\u0301") == ["cafe\u0301"]
+  assert tokenization.BasicTokenizer(do_lower_case=False, strip_accents=True).tokenize(
+      "CAFE\u0301 \u00c9") == ["CAFE", "E"]
+
+
 def test_hand_worked_quirks():
   tok = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=True)
   # Hangul decomposes into jamo under lower-casing.
