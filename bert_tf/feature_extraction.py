@@ -104,8 +104,13 @@ def _batches(items, size):
 
 
 def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, max_seq_length,
-                     batch_size, jit_compile=True, progress_stream=None):
-  """Runs the encoder over the examples and writes the JSONL file; returns the count."""
+                     batch_size, jit_compile=True, progress_stream=None, dynamic_length=True):
+  """Runs the encoder over the examples and writes the JSONL file; returns the count.
+
+  With `dynamic_length`, each batch runs at its longest real length (a multiple of
+  16 under XLA, so it compiles a few shapes): the JSONL holds only real tokens,
+  whose values do not depend on the padding (see modeling.trim_to_longest).
+  """
 
   def forward(input_word_ids, input_mask, input_type_ids):
     outputs = encoder({"input_word_ids": input_word_ids, "input_mask": input_mask,
@@ -113,6 +118,7 @@ def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, m
     return tf.stack([outputs[i] for i in layer_indexes])
 
   forward = tf.function(forward, jit_compile=jit_compile, reduce_retracing=True)
+  bucket = 16 if jit_compile else 1
   folder = os.path.dirname(os.path.abspath(output_file))
   if not os.path.isdir(folder):
     raise UserInputError("Output folder %s does not exist (check --output_file)." % folder)
@@ -121,10 +127,16 @@ def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, m
   with open(tmp, "w", encoding="utf-8") as writer:
     for batch in _batches(examples, batch_size):
       packed = [convert_example(e, max_seq_length, tokenizer) for e in batch]
+      length = max_seq_length
+      if dynamic_length:
+        longest = max(len(p.tokens) for p in packed)
+        length = min(max_seq_length, -(-longest // bucket) * bucket)
       # The last batch is padded to full size so the compiled function is reused.
-      arrays = [np.zeros((batch_size, max_seq_length), np.int32) for _ in range(3)]
+      arrays = [np.zeros((batch_size, length), np.int32) for _ in range(3)]
       for row, p in enumerate(packed):
-        arrays[0][row], arrays[1][row], arrays[2][row] = p.input_ids, p.input_mask, p.segment_ids
+        arrays[0][row] = p.input_ids[:length]
+        arrays[1][row] = p.input_mask[:length]
+        arrays[2][row] = p.segment_ids[:length]
       outputs = forward(*arrays).numpy()  # [num_layers, batch, seq, H]
       for row, (example, feature) in enumerate(zip(batch, packed)):
         writer.write(format_record(example.unique_id, feature.tokens, layer_indexes,

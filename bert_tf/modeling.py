@@ -30,6 +30,35 @@ def encoder_inputs(features):
   return {name: features[name] for name in INPUT_NAMES if name in features}
 
 
+def longest_length(input_mask, min_length=None, bucket=1):
+  """The batch's longest real length (the mask's last 1), rounded up to a multiple of `bucket`.
+
+  `min_length` (a scalar tensor) keeps positions a head will read. The result is
+  at most the padded length.
+  """
+  seq_length = ops.shape(input_mask)[1]
+  positions = ops.arange(1, seq_length + 1, dtype="int32")[None, :]
+  length = ops.max(ops.where(ops.cast(input_mask, "int32") > 0, positions, 1))
+  if min_length is not None:
+    length = ops.maximum(length, ops.cast(min_length, "int32"))
+  if bucket > 1:
+    length = (length + bucket - 1) // bucket * bucket
+  return ops.minimum(length, seq_length)
+
+
+def trim_to_longest(inputs, min_length=None, bucket=1):
+  """The encoder inputs cut to the batch's longest real sequence (see `longest_length`).
+
+  Why the numbers do not move: a padding position enters a real position's
+  attention only through exp(score - 10000 - max), which is exactly 0 in
+  float32, and LayerNorm and the dense layers work per position; so the real
+  positions' outputs are those of the full-length pass (up to the summation
+  order of the matmul kernels, ~1e-7).
+  """
+  length = longest_length(inputs["input_mask"], min_length, bucket)
+  return {name: value[:, :length] for name, value in inputs.items()}
+
+
 def keras_inputs(seq_length=None):
   """Symbolic int32 [batch, seq_length] inputs for building a functional model."""
   return {name: keras.Input(shape=(seq_length,), dtype="int32", name=name)

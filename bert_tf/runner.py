@@ -45,10 +45,16 @@ def use_one_hot_embeddings(values):
   return strategy_name(values) == "tpu"
 
 
+# Under XLA each sequence length is a compilation: cut lengths to multiples of this.
+XLA_LENGTH_BUCKET = 16
+
+
 def task_options(values):
   """The keyword arguments every task takes from the hardware flags."""
   return {"use_one_hot_embeddings": use_one_hot_embeddings(values),
-          "dtype": dtype_policy(values)}
+          "dtype": dtype_policy(values),
+          "dynamic_length": not values.pad_to_max_seq_length,
+          "length_bucket": XLA_LENGTH_BUCKET if values.jit_compile else 1}
 
 
 @dataclasses.dataclass

@@ -32,6 +32,11 @@ def define_hardware_flags():
                        "that of the whole batch.")
   flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
                     "adamw: the original AdamWeightDecay. lamb: LAMB with the same schedule.")
+  flags.DEFINE_bool("pad_to_max_seq_length", False,
+                    "Run every batch at --max_seq_length, as the original's fixed TPU shapes. By "
+                    "default each batch is cut to its longest real sequence (a multiple of 16 "
+                    "with --jit_compile), which gives the same numbers faster; SQuAD always "
+                    "runs at full length.")
   flags.DEFINE_integer("shuffle_seed", 12345,
                        "Seed of weight initialization, dropout and training input shuffles.")
 

@@ -19,7 +19,7 @@ import keras
 from keras import ops
 
 from bert_tf.config import BertConfig
-from bert_tf.modeling import BertModel, encoder_inputs
+from bert_tf.modeling import BertModel, encoder_inputs, trim_to_longest
 
 
 class TaskModel(keras.Model):
@@ -27,10 +27,22 @@ class TaskModel(keras.Model):
 
   Features use the encoder's input names (`input_word_ids`, `input_mask`,
   `input_type_ids`) plus whatever the heads read (e.g. `masked_lm_positions`).
+
+  With `dynamic_length`, each batch is cut to its longest real sequence before
+  the encoder runs (rounded up to a multiple of `length_bucket`, so XLA compiles
+  a handful of shapes), for the tasks whose outputs read only real positions
+  (`length_invariant`): their numbers equal the fixed-length ones.
   """
 
-  def __init__(self, config, use_one_hot_embeddings=False, dtype=None, **kwargs):
+  # False for a task whose outputs also depend on padding positions (SQuAD's
+  # softmax and n-best search run over all max_seq_length positions).
+  length_invariant = True
+
+  def __init__(self, config, use_one_hot_embeddings=False, dtype=None, dynamic_length=False,
+               length_bucket=1, **kwargs):
     super().__init__(dtype=dtype, **kwargs)
+    self.dynamic_length = bool(dynamic_length) and self.length_invariant
+    self.length_bucket = int(length_bucket)
     self.config = BertConfig.coerce(config)
     self.encoder = BertModel(self.config, use_one_hot_embeddings=use_one_hot_embeddings,
                              dtype=dtype)
@@ -43,9 +55,16 @@ class TaskModel(keras.Model):
     """Creates the heads as attributes and returns them as a list."""
     raise NotImplementedError
 
+  def required_length(self, features):
+    """Positions the heads read beyond the real tokens (None: only real ones)."""
+    return None
+
   def encode(self, features, training):
-    """The encoder's outputs for the features' three inputs."""
-    return self.encoder(encoder_inputs(features), training=training)
+    """The encoder's outputs for the features' three inputs (cut, with dynamic_length)."""
+    inputs = encoder_inputs(features)
+    if self.dynamic_length:
+      inputs = trim_to_longest(inputs, self.required_length(features), self.length_bucket)
+    return self.encoder(inputs, training=training)
 
 
 def _flat(tensor, dtype="float32"):
@@ -60,10 +79,13 @@ class Task:
   # masked-LM loss adds 1e-5; the others are plain means).
   loss_epsilons = {}
 
-  def __init__(self, config, use_one_hot_embeddings=False, dtype=None):
+  def __init__(self, config, use_one_hot_embeddings=False, dtype=None, dynamic_length=False,
+               length_bucket=1):
     self.config = BertConfig.coerce(config)
     self.use_one_hot_embeddings = use_one_hot_embeddings
     self.dtype = dtype
+    self.dynamic_length = dynamic_length
+    self.length_bucket = length_bucket
 
   def model_args(self):
     """Extra constructor arguments of `model_class` (e.g. num_labels)."""
@@ -71,7 +93,8 @@ class Task:
 
   def create_model(self):
     return self.model_class(self.config, self.use_one_hot_embeddings, dtype=self.dtype,
-                            **self.model_args())
+                            dynamic_length=self.dynamic_length,
+                            length_bucket=self.length_bucket, **self.model_args())
 
   # What a task states.
   def loss_weights(self, features):

@@ -85,6 +85,7 @@ def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_leng
       "labels": label_list,
       "num_labels": num_labels,
       "max_seq_length": max_seq_length,
+      "dynamic_length": model.dynamic_length,
       "text_pair": text_pair,
   }
   return export.save_serving_module(export_dir, module, signatures, metadata,

@@ -306,9 +306,8 @@ class ClassificationTask(base.Task):
   model_class = ClassifierModel
   loss_epsilons = {"classification": 0.0}
 
-  def __init__(self, config, num_labels, regression=False, use_one_hot_embeddings=False,
-               dtype=None):
-    super().__init__(config, use_one_hot_embeddings, dtype)
+  def __init__(self, config, num_labels, regression=False, **options):
+    super().__init__(config, **options)
     self.num_labels = 1 if regression else num_labels
     self.regression = regression
 

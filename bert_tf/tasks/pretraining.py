@@ -16,6 +16,10 @@ class PretrainingModel(base.TaskModel):
     self.next_sentence = heads.NextSentenceHead(self.config, name="next_sentence", dtype=policy)
     return [self.masked_lm, self.next_sentence]
 
+  def required_length(self, features):
+    """Every masked position must survive the cut (padding entries point at 0)."""
+    return ops.max(ops.cast(features["masked_lm_positions"], "int32")) + 1
+
   def call(self, features, training=False):
     outputs = self.encode(features, training)
     return {

@@ -498,7 +498,14 @@ def write_predictions(all_examples, all_features, all_results, n_best_size, max_
 # ------------------------------------------------------------------ model and task
 
 class SquadModel(base.TaskModel):
-  """BertModel plus run_squad's span head."""
+  """BertModel plus run_squad's span head.
+
+  Always full length: the original's loss is a softmax over all max_seq_length
+  positions and write_predictions ranks padding positions in its n-best lists
+  too, so cutting the padding could move both.
+  """
+
+  length_invariant = False
 
   def create_heads(self):
     self.span = heads.SpanHead(self.config, name="squad", dtype=self.dtype_policy)

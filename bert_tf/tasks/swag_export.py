@@ -49,6 +49,6 @@ def export_swag(export_dir, model, vocab_file, do_lower_case, max_seq_length, ov
   signatures = {export.DEFAULT_SIGNATURE: serve_text,
                 export.IDS_SIGNATURE: export.serving_function(from_ids, export.ids_specs())}
   metadata = {"task": "multiple_choice", "num_choices": NUM_CHOICES,
-              "max_seq_length": max_seq_length}
+              "max_seq_length": max_seq_length, "dynamic_length": model.dynamic_length}
   return export.save_serving_module(export_dir, module, signatures, metadata,
                                     overwrite=overwrite)
