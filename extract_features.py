@@ -47,6 +47,10 @@ flags.DEFINE_bool("use_one_hot_embeddings", False,
                   "If True, word embeddings are looked up with a one-hot matmul (as on TPUs) "
                   "instead of a gather; the numbers are the same.")
 flags.DEFINE_bool("jit_compile", True, "Compile the forward pass with XLA (faster on CPU).")
+flags.DEFINE_bool("pad_to_max_seq_length", False,
+                  "Run every batch at --max_seq_length as the original. By default each batch "
+                  "runs at its longest real sequence (a multiple of 16 under XLA): the same "
+                  "values, faster.")
 
 
 def main(_):
@@ -75,7 +79,8 @@ def main(_):
   logging.info("Loaded %d variables from %s", len(report.loaded), report.checkpoint)
   count = feature_extraction.extract_features(
       encoder, tokenizer, examples, FLAGS.output_file, layer_indexes, FLAGS.max_seq_length,
-      FLAGS.batch_size, jit_compile=FLAGS.jit_compile)
+      FLAGS.batch_size, jit_compile=FLAGS.jit_compile,
+      dynamic_length=not FLAGS.pad_to_max_seq_length)
   logging.info("Wrote features of %d examples (layers %s) to %s", count, layer_indexes,
                FLAGS.output_file)
 

@@ -6,7 +6,7 @@ these; `bert_tf.runner` turns the values into checks, a strategy and a Trainer.
 
 from absl import flags
 
-from bert_tf import distribution
+from bert_tf import distribution, tokenization
 
 
 def define_hardware_flags():
@@ -81,10 +81,7 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, learning_ra
   flags.DEFINE_bool("do_lower_case", True,
                     "Whether to lower case the input text. Should be True for uncased models and "
                     "False for cased models.")
-  flags.DEFINE_bool("strip_accents", None,
-                    "Whether to strip accents (marks) from the text. Default: the original's "
-                    "behaviour, strip exactly when lower-casing. --strip_accents=false keeps "
-                    "accents while lower-casing (e.g. Korean Hangul syllables stay whole).")
+  flags.DEFINE_bool("strip_accents", None, tokenization.STRIP_ACCENTS_HELP)
   flags.DEFINE_bool("do_predict", False, do_predict_help)
   flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
   flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
