@@ -105,8 +105,8 @@ def checked_ids(input_word_ids, input_mask, input_type_ids, max_length):
 
 def make_tokenizer(vocab_file, do_lower_case, strip_accents=None):
   """The in-graph tokenizer an export embeds (strip_accents None: tied to lower-casing)."""
-  options = {} if strip_accents is None else {"strip_accents": strip_accents}
-  return BertTextTokenizer(os.fspath(vocab_file), do_lower_case=do_lower_case, **options)
+  return BertTextTokenizer(os.fspath(vocab_file), do_lower_case=do_lower_case,
+                           strip_accents=strip_accents)
 
 
 def _signature_io(concrete):
@@ -166,9 +166,8 @@ def save_serving_module(export_dir, module, signatures, metadata, overwrite=Fals
   metadata = dict(metadata)
   tokenizer = module.tokenizer
   metadata.update({"do_lower_case": tokenizer.do_lower_case,
+                   "strip_accents": tokenizer.strip_accents,
                    "vocab_size": tokenizer.vocab_size})
-  if hasattr(tokenizer, "strip_accents"):
-    metadata["strip_accents"] = tokenizer.strip_accents
   metadata["signatures"] = {name: _signature_io(c) for name, c in concrete.items()}
   metadata.update({
       "bert_tf_version": bert_tf.__version__,

@@ -101,10 +101,8 @@ def check_batch_sizes(values, strategy):
 
 def make_tokenizer(values, config):
   """The FullTokenizer of --vocab_file, checked against the config's vocab_size."""
-  options = {}
-  if _value(values, "strip_accents") is not None:
-    options["strip_accents"] = values.strip_accents
-  tokenizer = tokenization.FullTokenizer(values.vocab_file, values.do_lower_case, **options)
+  tokenizer = tokenization.FullTokenizer(values.vocab_file, values.do_lower_case,
+                                         strip_accents=values.strip_accents)
   if max(tokenizer.vocab.values()) >= config.vocab_size:
     raise UserInputError("Vocab file %s has %d tokens but vocab_size=%d in %s; use the vocab "
                          "file that belongs to the checkpoint." %

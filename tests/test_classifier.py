@@ -185,8 +185,13 @@ def test_checkpoint_of_another_config_is_a_clear_error(tmp_path):
 def test_export_dir_gives_a_savedmodel_answering_raw_text_in_a_fresh_process(tmp_path):
   export_dir = tmp_path / "export"
   result = _run(*_common(DATA / "MRPC", tmp_path / "out", "--do_train", "--train_batch_size=4",
-                         "--num_train_epochs=1", "--export_dir=%s" % export_dir))
+                         "--num_train_epochs=1", "--export_dir=%s" % export_dir,
+                         "--strip_accents=false"))
   assert result.returncode == 0, result.stderr
+  from bert_tf import export
+  meta = export.read_metadata(str(export_dir))
+  assert meta["strip_accents"] is False and meta["do_lower_case"] is True
+  assert meta["dynamic_length"] is True
   script = (
       "import json, tensorflow as tf, tensorflow_text\n"
       "m = tf.saved_model.load(%r)\n"
