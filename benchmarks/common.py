@@ -2,6 +2,12 @@
 
 import time
 
+# all-MiniLM-L6-v2's shape (6 layers, hidden 384): the model of the serving and
+# fine-tuning comparisons when no checkpoint is given.
+MINILM_L6 = {"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
+             "num_attention_heads": 12, "intermediate_size": 1536, "max_position_embeddings": 512,
+             "type_vocab_size": 2}
+
 import tensorflow as tf
 
 
