@@ -184,6 +184,8 @@ class BertTextTokenizer(tf.Module):
     self.unk_id = vocab["[UNK]"]
     self.cls_id = vocab.get("[CLS]")
     self.sep_id = vocab.get("[SEP]")
+    self.pad_id = vocab.get("[PAD]")
+    self.mask_id = vocab.get("[MASK]")
     # FastWordpieceTokenizer (linear-time, ~10x faster than WordpieceTokenizer)
     # takes a list whose index is the id; ids no token keeps (duplicates, gaps)
     # and the never-looked-up "" and "##" get fillers that cannot match a word,
@@ -255,6 +257,17 @@ class BertTextTokenizer(tf.Module):
     return ids[0] if scalar else ids
 
   @_plain_python
+  def tokenize_words(self, strings):
+    """Token ids per word, int32 RaggedTensor [batch, (words), (pieces)].
+
+    The words are the BasicTokenizer's; flattening the last two dimensions gives
+    `tokenize` (the TF-Hub preprocessors' `tokenize` has this shape).
+    """
+    strings, scalar = _as_string_vector(strings)
+    ids = self._tokenize_words(strings)
+    return ids[0] if scalar else ids
+
+  @_plain_python
   def tokenize_to_pieces(self, strings):
     """Word piece strings, RaggedTensor [batch, (pieces)] (for debugging)."""
     ids = self.tokenize(strings)
@@ -271,13 +284,16 @@ class BertTextTokenizer(tf.Module):
     return tf_text.regex_split(text, self._split_pattern, self._keep_pattern)
 
   def _tokenize(self, strings):
+    return self._tokenize_words(strings).merge_dims(1, 2)
+
+  def _tokenize_words(self, strings):
     words = self._basic_tokenize(strings)
     # The original gives [UNK] for a word over 200 characters; "[UNK]" itself is
     # the vocab token and cannot be a real word (brackets are punctuation).
     too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > _MAX_WORD_CHARS
     words = words.with_flat_values(
         tf.where(too_long, tf.constant("[UNK]"), words.flat_values))
-    return self._wordpiece.tokenize(words).merge_dims(1, 2)
+    return self._wordpiece.tokenize(words)
 
   def _lower_and_strip_accents(self, text):
     """str.lower(), NFD and Mn removal (as configured), over whole strings at once.
@@ -416,18 +432,29 @@ def pack_inputs(segments_a, segments_b, seq_length, cls_id, sep_id):
   seq_length - 2; zero padding.
 
   Args:
-    segments_a: int RaggedTensor [batch, (tokens)] (a dense Tensor is taken as
-      full rows).
-    segments_b: int RaggedTensor [batch, (tokens)], or None.
-    seq_length: Python int, the padded length.
+    segments_a: int RaggedTensor [batch, (tokens)], or [batch, (words), (pieces)]
+      as `tokenize_words` gives (a dense Tensor is taken as full rows).
+    segments_b: like segments_a, or None.
+    seq_length: the padded length: a Python int, or a scalar integer tensor (then
+      the outputs' second dimension is not static).
     cls_id, sep_id: ids of [CLS] and [SEP].
 
   Returns:
     dict of int32 [batch, seq_length]: input_word_ids, input_mask, input_type_ids.
   """
-  seq_length = int(seq_length)
-  if seq_length < (2 if segments_b is None else 3):
-    raise ValueError("seq_length=%d leaves no room for [CLS] and [SEP]." % seq_length)
+  min_length = 2 if segments_b is None else 3
+  message = "seq_length leaves no room for [CLS] and [SEP]."
+  static_length = (tf.get_static_value(seq_length) if isinstance(seq_length, tf.Tensor)
+                   else seq_length)
+  checks = []
+  if static_length is not None:
+    seq_length = int(static_length)
+    if seq_length < min_length:
+      raise ValueError("seq_length=%d leaves no room for [CLS] and [SEP]." % seq_length)
+  else:
+    seq_length = tf.cast(seq_length, tf.int64)
+    checks.append(tf.debugging.assert_greater_equal(seq_length, tf.constant(min_length, tf.int64),
+                                                    message=message))
   segments_a = _as_ragged_ids(segments_a)
   len_a = segments_a.row_lengths()
   if segments_b is None:
@@ -442,7 +469,12 @@ def pack_inputs(segments_a, segments_b, seq_length, cls_id, sep_id):
   # Dense layout by column arithmetic: column c of a row holds [CLS] (c = 0),
   # a[c - 1], [SEP] (c = ka + 1), b[c - ka - 2], then [SEP] (c = ka + kb + 2)
   # only if the truncated b is non-empty, as the original tests `if tokens_b:`.
-  shape = [None, seq_length]
+  if checks:
+    with tf.control_dependencies(checks):
+      seq_length = tf.identity(seq_length)
+    shape = tf.stack([segments_a.nrows(), seq_length])
+  else:
+    shape = [None, seq_length]
   dense_a = segments_a.to_tensor(0, shape=shape)
   dense_b = segments_b.to_tensor(0, shape=shape)
   column = tf.range(seq_length, dtype=tf.int64)[None, :]
@@ -466,9 +498,12 @@ def pack_inputs(segments_a, segments_b, seq_length, cls_id, sep_id):
 
 
 def _as_ragged_ids(ids):
-  """int32 values and int64 row splits, whatever the caller's dtypes."""
+  """int32 values and int64 row splits, whatever the caller's dtypes; words merged."""
   if not isinstance(ids, tf.RaggedTensor):
     ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+  if ids.ragged_rank == 2:
+    ids = ids.merge_dims(1, 2)
   if ids.ragged_rank != 1:
-    raise ValueError("Expected token ids of shape [batch, (tokens)], got %s." % ids.shape)
+    raise ValueError("Expected token ids of shape [batch, (tokens)] or [batch, (words), "
+                     "(pieces)], got %s." % ids.shape)
   return tf.cast(ids, tf.int32).with_row_splits_dtype(tf.int64)

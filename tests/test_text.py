@@ -311,6 +311,27 @@ def test_encode_matches_python_pipeline(tokenizers):
   assert single["input_mask"].numpy().tolist() == [[1, 1, 0, 0]]
 
 
+def test_words_and_tensor_seq_length(tokenizers):
+  """tokenize_words keeps the words; pack_inputs takes them and a tensor seq_length."""
+  tok, python_tok = tokenizers["uncased_vocab__lower_true"]
+  texts_a = ["Hello, world!", "a fairly long sentence that gets cut", "naïve"]
+  texts_b = ["", "second one", "b"]
+  words = tok.tokenize_words(texts_a)
+  assert words.ragged_rank == 2 and words.dtype == tf.int32
+  assert words.to_list() == [
+      [python_tok.convert_tokens_to_ids(python_tok.wordpiece_tokenizer.tokenize(w))
+       for w in python_tok.basic_tokenizer.tokenize(t)] for t in texts_a]
+  assert words.merge_dims(1, 2).to_list() == tok.tokenize(texts_a).to_list()
+  pack = tf.function(lambda a, b, n: text.pack_inputs(a, b, n, tok.cls_id, tok.sep_id))
+  for seq_length in (3, 8, 12):
+    want = tok.encode(texts_a, texts_b, seq_length=seq_length)
+    got = pack(words, tok.tokenize_words(texts_b), tf.constant(seq_length))
+    for key, value in got.items():
+      np.testing.assert_array_equal(value, want[key])
+  with pytest.raises(tf.errors.InvalidArgumentError, match="no room"):
+    pack(words, tok.tokenize_words(texts_b), tf.constant(2))
+
+
 def test_tf_function_tf_data_and_saved_model(tmp_path):
   vocab = tmp_path / "vocab.txt"
   shutil.copy(VOCAB_UNCASED, vocab)

@@ -1,0 +1,311 @@
+"""Exports a BERT checkpoint as two TF-Hub-style SavedModels: an encoder and its text preprocessor.
+
+The pair follows TF Hub's interface for BERT encoders and preprocessors, so code
+written for `hub.load(".../bert_en_uncased_L-12_H-768_A-12/4")` and
+`.../bert_en_uncased_preprocess/3` works with them:
+
+    preprocessor = tf.saved_model.load(preprocessor_dir)   # needs `import tensorflow_text`
+    encoder = tf.saved_model.load(encoder_dir)             # plain TensorFlow is enough
+    outputs = encoder(preprocessor(tf.constant(["hello world"])), training=False)
+
+Encoder (root object; holds no tokenizer, so it loads without tensorflow_text):
+  __call__(inputs, training=False): `inputs` is a dict of int32 [batch, seq]
+    `input_word_ids`, `input_mask`, `input_type_ids`; `training` a Python bool
+    (dropout on or off; both are traced). Returns `sequence_output`,
+    `pooled_output`, `default` (= pooled_output) and `encoder_outputs` (one
+    [batch, seq, hidden] tensor per layer).
+  mlm (only with the masked-LM head): the same, plus `masked_lm_positions`
+    (int32 [batch, num_predictions]) in, and `mlm_logits` [batch,
+    num_predictions, vocab_size] out (logits; the original's log-probabilities
+    are their log_softmax).
+  vocab_file (tf.saved_model.Asset), do_lower_case and strip_accents (bool
+    tf.Variables): how to tokenize for this encoder, as TF Hub's encoders carry.
+  variables, trainable_variables, regularization_losses: TF Hub's Reusable
+    SavedModel attributes (the masked-LM head's weights only in `mlm`'s).
+  signature serving_default: the three ids in; the outputs flat, with the
+    layers as `encoder_outputs_0` .. `encoder_outputs_{L-1}`.
+
+Preprocessor (bert_tf's in-graph copy of the original FullTokenizer, so its ids
+are the original's; tensorflow_text's BertTokenizer, which TF Hub's preprocessors
+use, differs on ligatures, fullwidth forms, "ß", ...):
+  __call__(strings): string [batch] -> the encoder's three inputs at the
+    exported seq_length, packed as the original's `[CLS] a [SEP]`.
+  tokenize(strings): int32 RaggedTensor [batch, (words), (word pieces)];
+    tokenize.get_special_tokens_dict(): start_of_sequence_id, end_of_segment_id,
+    padding_id, mask_id, vocab_size (those the vocab has).
+  bert_pack_inputs(segments, seq_length=<exported>): a list of one or two
+    tokenized segments (ragged rank 1 or 2) -> the three inputs, packed with the
+    original's pair truncation and layout (see `bert_tf.text.pack_inputs`);
+    seq_length may be any int.
+  signature serving_default: `sentences` in, the three inputs out.
+
+Both are written atomically by `bert_tf.export.save_serving_module`, with
+`assets.extra/bert_tf_export.json` describing them.
+"""
+
+import os
+
+import tensorflow as tf
+
+from bert_tf import checkpoints, export, heads, text, tokenization
+from bert_tf.config import BertConfig
+from bert_tf.errors import UserInputError
+from bert_tf.modeling import INPUT_NAMES, BertModel
+
+ENCODER_TASK = "tfhub_encoder"
+PREPROCESSOR_TASK = "tfhub_preprocessor"
+MLM_POSITIONS = "masked_lm_positions"
+
+
+class _ReusableSavedModelMixin:
+  """TF Hub's Reusable SavedModel attributes, saved as plain attributes.
+
+  tf.Module has `variables` and `trainable_variables` as properties, which
+  tf.saved_model.save does not save; these class attributes shadow them so that
+  lists assigned per instance are saved and come back after loading.
+  """
+
+  variables = None
+  trainable_variables = None
+  regularization_losses = None
+
+  def _set_reusable(self, call, variables, trainable_variables):
+    self.__call__ = call
+    self.variables = list(variables)
+    self.trainable_variables = list(trainable_variables)
+    self.regularization_losses = []
+
+
+class _SubObject(_ReusableSavedModelMixin, tf.Module):
+  """A callable part of an export (`mlm`, `tokenize`, `bert_pack_inputs`)."""
+
+  def __init__(self, call, variables=(), trainable_variables=(), name=None):
+    super().__init__(name=name)
+    self._set_reusable(call, variables, trainable_variables)
+
+
+class _ExportRoot(_ReusableSavedModelMixin, export.ServingModule):
+  """export.ServingModule with TF Hub's attributes."""
+
+
+class _TokenizerFacts:
+  """What save_serving_module records about the tokenizer, for the encoder.
+
+  The encoder holds no tokenizer (its SavedModel then loads without
+  tensorflow_text); this plain object is not saved.
+  """
+
+  def __init__(self, vocab_size, do_lower_case, strip_accents):
+    self.vocab_size = vocab_size
+    self.do_lower_case = bool(do_lower_case)
+    self.strip_accents = tokenization.resolve_strip_accents(do_lower_case, strip_accents)
+
+
+def _ids_spec(with_positions=False):
+  names = INPUT_NAMES + ((MLM_POSITIONS,) if with_positions else ())
+  return {n: tf.TensorSpec([None, None], tf.int32, name=n) for n in names}
+
+
+def _state_variables(models, trainable_only=False):
+  """The tf.Variables the models' calls read or write, each once.
+
+  Besides the weights (export._plain_variables) these are the dropout layers'
+  seed-generator states, which a training=True trace updates.
+  """
+  found = export._plain_variables(models)  # pylint: disable=protected-access
+  if trainable_only:
+    trainable = {id(getattr(w, "value", w)) for m in models for w in m.trainable_weights}
+    return [v for v in found if id(v) in trainable]
+  seen = {id(v) for v in found}
+  for model in models:
+    for variable in model.variables:
+      variable = getattr(variable, "value", variable)
+      if id(variable) not in seen:
+        seen.add(id(variable))
+        found.append(variable)
+  return found
+
+
+def mlm_logits(head, sequence_output, positions):
+  """[B, S, H] states, [B, P] positions -> [B, P, vocab] logits.
+
+  The same ops as heads.MaskedLMHead.call, which ends in log_softmax; TF Hub's
+  `mlm_logits` are the logits before it.
+  """
+  config = head.config
+  positions = tf.cast(positions, tf.int32)
+  gathered = tf.gather(sequence_output, positions, batch_dims=1)
+  hidden = head.layer_norm(head.transform(tf.reshape(gathered, [-1, config.hidden_size])))
+  logits = tf.matmul(hidden, tf.convert_to_tensor(head.embedding_table), transpose_b=True)
+  logits = tf.cast(logits, tf.float32) + tf.convert_to_tensor(head.output_bias)
+  return tf.reshape(logits, tf.concat([tf.shape(positions), [config.vocab_size]], axis=0))
+
+
+def _encoder_outputs(encoder, inputs, training):
+  limit = encoder.config.max_position_embeddings
+  ids = export.checked_ids(inputs["input_word_ids"], inputs["input_mask"],
+                           inputs["input_type_ids"], limit)
+  out = encoder(ids, training=training)
+  return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"],
+          "default": out["pooled_output"], "encoder_outputs": list(out["encoder_outputs"])}
+
+
+def _traced(fn, *specs):
+  """A tf.function traced for training=False and training=True (a Python bool)."""
+  fn = tf.function(fn, autograph=False, jit_compile=False)
+  for training in (False, True):
+    fn.get_concrete_function(*specs, training=training)
+  return fn
+
+
+def build_encoder_module(encoder, vocab_file, do_lower_case, strip_accents=None, mlm_head=None):
+  """The encoder SavedModel's root object and its serving_default signature."""
+  vocab_size = max(tokenization.load_vocab(os.fspath(vocab_file)).values()) + 1
+  facts = _TokenizerFacts(vocab_size, do_lower_case, strip_accents)
+  models = [encoder] + ([mlm_head] if mlm_head is not None else [])
+  module = _ExportRoot(facts, models)
+
+  def call(inputs, training=False):
+    return _encoder_outputs(encoder, inputs, training)
+
+  module._set_reusable(_traced(call, _ids_spec()),  # pylint: disable=protected-access
+                       _state_variables([encoder]),
+                       _state_variables([encoder], trainable_only=True))
+  if mlm_head is not None:
+
+    def call_mlm(inputs, training=False):
+      outputs = _encoder_outputs(encoder, inputs, training)
+      outputs["mlm_logits"] = mlm_logits(mlm_head, outputs["sequence_output"],
+                                         inputs[MLM_POSITIONS])
+      return outputs
+
+    module.mlm = _SubObject(_traced(call_mlm, _ids_spec(with_positions=True)),
+                            _state_variables(models),
+                            _state_variables(models, trainable_only=True), name="mlm")
+  module.vocab_file = tf.saved_model.Asset(os.fspath(vocab_file))
+  module.do_lower_case = tf.Variable(facts.do_lower_case, trainable=False, name="do_lower_case")
+  module.strip_accents = tf.Variable(facts.strip_accents, trainable=False, name="strip_accents")
+
+  def serving_default(inputs):
+    outputs = _encoder_outputs(encoder, inputs, training=False)
+    layers = outputs.pop("encoder_outputs")
+    outputs.update({"encoder_outputs_%d" % i: layer for i, layer in enumerate(layers)})
+    return outputs
+
+  signature = export.serving_function(serving_default, [_ids_spec()])
+  return module, {export.DEFAULT_SIGNATURE: signature}
+
+
+def export_encoder(export_dir, encoder, vocab_file, do_lower_case, strip_accents=None,
+                   mlm_head=None, overwrite=False):
+  """Writes the encoder SavedModel (see the module docstring); returns export_dir."""
+  module, signatures = build_encoder_module(encoder, vocab_file, do_lower_case, strip_accents,
+                                            mlm_head)
+  return export.save_serving_module(export_dir, module, signatures,
+                                    _encoder_metadata(encoder, mlm_head), overwrite)
+
+
+def _encoder_metadata(encoder, mlm_head, **extra):
+  return {"task": ENCODER_TASK, "with_mlm": mlm_head is not None,
+          "bert_config": encoder.config.to_dict(), **extra}
+
+
+def build_preprocessor_module(vocab_file, do_lower_case, strip_accents=None, seq_length=128):
+  """The preprocessor SavedModel's root object and its serving_default signature."""
+  tokenizer = export.make_tokenizer(vocab_file, do_lower_case, strip_accents)
+  if tokenizer.cls_id is None or tokenizer.sep_id is None:
+    raise UserInputError("Vocab file %s has no [CLS] or [SEP] token; the preprocessor cannot "
+                         "pack inputs." % vocab_file)
+  if not isinstance(seq_length, int) or seq_length < 2:
+    raise UserInputError("seq_length=%r must be an integer of at least 2 ([CLS] and [SEP])."
+                         % (seq_length,))
+  module = _ExportRoot(tokenizer, [])
+  sentences = tf.TensorSpec([None], tf.string, name="sentences")
+
+  def call(strings):
+    return tokenizer.encode(strings, seq_length=seq_length)
+
+  call = export.serving_function(call, [sentences])
+  module._set_reusable(call, [], [])  # pylint: disable=protected-access
+
+  module.tokenize = _SubObject(export.serving_function(tokenizer.tokenize_words, [sentences]),
+                               name="tokenize")
+  special = {"start_of_sequence_id": tokenizer.cls_id, "end_of_segment_id": tokenizer.sep_id,
+             "padding_id": tokenizer.pad_id, "mask_id": tokenizer.mask_id,
+             "vocab_size": tokenizer.vocab_size}
+  special = {k: v for k, v in special.items() if v is not None}
+  module.tokenize.get_special_tokens_dict = export.serving_function(
+      lambda: {k: tf.constant(v, tf.int32) for k, v in special.items()}, [])
+
+  def pack(inputs, seq_length=seq_length):
+    if not isinstance(inputs, (list, tuple)):
+      inputs = [inputs]
+    if len(inputs) not in (1, 2):
+      raise ValueError("bert_pack_inputs takes a list of 1 or 2 segments, got %d." % len(inputs))
+    return text.pack_inputs(inputs[0], inputs[1] if len(inputs) == 2 else None, seq_length,
+                            tokenizer.cls_id, tokenizer.sep_id)
+
+  pack = tf.function(pack, autograph=False, jit_compile=False)
+  for ragged_rank in (1, 2):
+    segment = tf.RaggedTensorSpec([None] * (ragged_rank + 1), tf.int32, ragged_rank)
+    for count in (1, 2):
+      pack.get_concrete_function([segment] * count, seq_length=tf.TensorSpec([], tf.int32))
+      pack.get_concrete_function([segment] * count)
+  module.bert_pack_inputs = _SubObject(pack, name="bert_pack_inputs")
+  return module, {export.DEFAULT_SIGNATURE: call}
+
+
+def export_preprocessor(export_dir, vocab_file, do_lower_case, strip_accents=None,
+                        seq_length=128, overwrite=False):
+  """Writes the preprocessor SavedModel (see the module docstring); returns export_dir."""
+  module, signatures = build_preprocessor_module(vocab_file, do_lower_case, strip_accents,
+                                                 seq_length)
+  return export.save_serving_module(export_dir, module, signatures,
+                                    _preprocessor_metadata(seq_length), overwrite)
+
+
+def _preprocessor_metadata(seq_length):
+  return {"task": PREPROCESSOR_TASK, "seq_length": seq_length}
+
+
+def export_from_checkpoint(bert_config_file, vocab_file, init_checkpoint, do_lower_case,
+                           encoder_export_dir, preprocessor_export_dir, seq_length=128,
+                           with_mlm=False, strip_accents=None):
+  """Loads a Google-layout checkpoint and writes both SavedModels (export_tfhub.py).
+
+  Everything that can be checked is checked before the first export is written.
+  Returns (encoder_export_dir, preprocessor_export_dir).
+  """
+  if os.path.abspath(encoder_export_dir) == os.path.abspath(preprocessor_export_dir):
+    raise UserInputError("--encoder_export_dir and --preprocessor_export_dir are the same "
+                         "folder; give each export its own.")
+  export.check_export_dir(encoder_export_dir)
+  export.check_export_dir(preprocessor_export_dir)
+  config = BertConfig.from_json_file(bert_config_file)
+  vocab = tokenization.load_vocab(vocab_file)
+  if max(vocab.values()) >= config.vocab_size:
+    raise UserInputError("Vocab file %s has %d tokens but vocab_size=%d in %s; use the vocab "
+                         "file that belongs to the checkpoint." %
+                         (vocab_file, max(vocab.values()) + 1, config.vocab_size,
+                          bert_config_file))
+  limit = config.max_position_embeddings
+  if not isinstance(seq_length, int) or not 2 <= seq_length <= limit:
+    raise UserInputError("--seq_length=%r must be between 2 and max_position_embeddings=%d of %s."
+                         % (seq_length, limit, bert_config_file))
+  encoder = BertModel(config)
+  head = None
+  if with_mlm:
+    head = heads.MaskedLMHead(config, encoder.get_embedding_table(), name="mlm")
+    head.build()
+  report = checkpoints.load_checkpoint(init_checkpoint, encoder, [head] if head else [])
+  if head is not None and head.name in report.skipped_heads:
+    raise UserInputError("Checkpoint %s has no masked-LM head (cls/predictions/*); drop "
+                         "--with_mlm to export the encoder alone." % report.checkpoint)
+  # Built (and so checked) before either export is written.
+  preprocessor = build_preprocessor_module(vocab_file, do_lower_case, strip_accents, seq_length)
+  encoder_module = build_encoder_module(encoder, vocab_file, do_lower_case, strip_accents, head)
+  export.save_serving_module(encoder_export_dir, *encoder_module,
+                             _encoder_metadata(encoder, head, init_checkpoint=report.checkpoint))
+  export.save_serving_module(preprocessor_export_dir, *preprocessor,
+                             _preprocessor_metadata(seq_length))
+  return encoder_export_dir, preprocessor_export_dir

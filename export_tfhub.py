@@ -1,0 +1,57 @@
+"""Export a BERT checkpoint as a TF-Hub-style encoder and text preprocessor (two SavedModels).
+
+  python export_tfhub.py --bert_config_file=$BERT_DIR/bert_config.json \
+    --vocab_file=$BERT_DIR/vocab.txt --init_checkpoint=$BERT_DIR/bert_model.ckpt \
+    --do_lower_case=True --encoder_export_dir=/tmp/bert_encoder \
+    --preprocessor_export_dir=/tmp/bert_preprocess [--seq_length=128] [--with_mlm]
+
+Then `encoder(preprocessor(strings))` works as with TF Hub's BERT models; the
+interface is described in bert_tf/tfhub_export.py.
+"""
+
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+from absl import flags, logging
+
+from bert_tf import cli, tfhub_export, tokenization
+from bert_tf.errors import UserInputError
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("bert_config_file", None,
+                    "The config json file corresponding to the pre-trained BERT model.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Checkpoint of the pre-trained BERT model (Google's layout).")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Whether to lower case the input text. Should be True for uncased models and "
+                  "False for cased models.")
+flags.DEFINE_bool("strip_accents", None, tokenization.STRIP_ACCENTS_HELP)
+flags.DEFINE_string("encoder_export_dir", None,
+                    "Folder for the encoder SavedModel (must not exist or be empty).")
+flags.DEFINE_string("preprocessor_export_dir", None,
+                    "Folder for the preprocessor SavedModel (must not exist or be empty).")
+flags.DEFINE_integer("seq_length", 128,
+                     "Sequence length of the preprocessor's default packing (its bert_pack_inputs "
+                     "takes any seq_length).")
+flags.DEFINE_bool("with_mlm", False,
+                  "Also export the masked-LM head as the encoder's `mlm` sub-object (the "
+                  "checkpoint must contain cls/predictions/*).")
+
+
+def main(_):
+  cli.require_flags(FLAGS, "bert_config_file", "vocab_file", "init_checkpoint",
+                    "encoder_export_dir", "preprocessor_export_dir")
+  try:
+    tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+  except ValueError as e:
+    raise UserInputError(str(e)) from None
+  encoder_dir, preprocessor_dir = tfhub_export.export_from_checkpoint(
+      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint, FLAGS.do_lower_case,
+      FLAGS.encoder_export_dir, FLAGS.preprocessor_export_dir, seq_length=FLAGS.seq_length,
+      with_mlm=FLAGS.with_mlm, strip_accents=FLAGS.strip_accents)
+  logging.info("Wrote the encoder to %s and the preprocessor to %s", encoder_dir,
+               preprocessor_dir)
+
+
+if __name__ == "__main__":
+  cli.run(main)
