@@ -141,7 +141,7 @@ def main(_):
           predict_examples, features, results, FLAGS.n_best_size, FLAGS.max_answer_length,
           FLAGS.do_lower_case, out("predictions.json"), out("nbest_predictions.json"),
           out("null_odds.json"), FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold,
-          FLAGS.verbose_logging)
+          FLAGS.verbose_logging, FLAGS.strip_accents)
       logging.info("Wrote predictions for %d questions to %s", len(predictions),
                    out("predictions.json"))
       evaluate(predictions, null_odds)

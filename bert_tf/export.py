@@ -39,7 +39,7 @@ IDS_INPUTS = INPUT_NAMES  # the three packed int32 inputs, TF Hub names
 # ------------------------------------------------------------------------- core
 
 class ServingModule(tf.Module):
-  """Owns the tokenizer and the models' variables, so tf.saved_model.save saves them.
+  """Owns the tokenizer (None for an ids-only export) and the models' variables.
 
   The Keras models themselves are deliberately not tracked, only their underlying
   tf.Variables: a tracked Keras 3 variable is exported as a second tf.Variable
@@ -165,9 +165,10 @@ def save_serving_module(export_dir, module, signatures, metadata, overwrite=Fals
     concrete[name] = fn.get_concrete_function()
   metadata = dict(metadata)
   tokenizer = module.tokenizer
-  metadata.update({"do_lower_case": tokenizer.do_lower_case,
-                   "strip_accents": tokenizer.strip_accents,
-                   "vocab_size": tokenizer.vocab_size})
+  if tokenizer is not None:  # an encoder-only export records these itself
+    metadata.update({"do_lower_case": tokenizer.do_lower_case,
+                     "strip_accents": tokenizer.strip_accents,
+                     "vocab_size": tokenizer.vocab_size})
   metadata["signatures"] = {name: _signature_io(c) for name, c in concrete.items()}
   metadata.update({
       "bert_tf_version": bert_tf.__version__,

@@ -44,8 +44,8 @@ class MaskedLMHead(layers.ConfiguredLayer):
                                        initializer="zeros")
     self.built = True
 
-  def call(self, sequence_output, positions):
-    """[B, S, H] states, [B, P] positions -> [B*P, vocab] log-probs (float32)."""
+  def logits(self, sequence_output, positions):
+    """[B, S, H] states, [B, P] positions -> [B*P, vocab] logits (float32)."""
     if self.embedding_table is None:
       raise ValueError("MaskedLMHead %s has no embedding table: pass the encoder's "
                        "get_embedding_table() when creating it." % self.name)
@@ -56,8 +56,11 @@ class MaskedLMHead(layers.ConfiguredLayer):
     hidden = ops.cast(hidden, self.compute_dtype)
     table = ops.cast(self.embedding_table, self.compute_dtype)
     logits = ops.matmul(hidden, ops.transpose(table))
-    logits = ops.cast(logits, "float32") + self.output_bias
-    return ops.log_softmax(logits, axis=-1)
+    return ops.cast(logits, "float32") + self.output_bias
+
+  def call(self, sequence_output, positions):
+    """[B, S, H] states, [B, P] positions -> [B*P, vocab] log-probs (float32)."""
+    return ops.log_softmax(self.logits(sequence_output, positions), axis=-1)
 
 
 class _PooledLogits(layers.ConfiguredLayer):

@@ -88,19 +88,6 @@ class _ExportRoot(_ReusableSavedModelMixin, export.ServingModule):
   """export.ServingModule with TF Hub's attributes."""
 
 
-class _TokenizerFacts:
-  """What save_serving_module records about the tokenizer, for the encoder.
-
-  The encoder holds no tokenizer (its SavedModel then loads without
-  tensorflow_text); this plain object is not saved.
-  """
-
-  def __init__(self, vocab_size, do_lower_case, strip_accents):
-    self.vocab_size = vocab_size
-    self.do_lower_case = bool(do_lower_case)
-    self.strip_accents = tokenization.resolve_strip_accents(do_lower_case, strip_accents)
-
-
 def _ids_spec(with_positions=False):
   names = INPUT_NAMES + ((MLM_POSITIONS,) if with_positions else ())
   return {n: tf.TensorSpec([None, None], tf.int32, name=n) for n in names}
@@ -127,18 +114,9 @@ def _state_variables(models, trainable_only=False):
 
 
 def mlm_logits(head, sequence_output, positions):
-  """[B, S, H] states, [B, P] positions -> [B, P, vocab] logits.
-
-  The same ops as heads.MaskedLMHead.call, which ends in log_softmax; TF Hub's
-  `mlm_logits` are the logits before it.
-  """
-  config = head.config
-  positions = tf.cast(positions, tf.int32)
-  gathered = tf.gather(sequence_output, positions, batch_dims=1)
-  hidden = head.layer_norm(head.transform(tf.reshape(gathered, [-1, config.hidden_size])))
-  logits = tf.matmul(hidden, tf.convert_to_tensor(head.embedding_table), transpose_b=True)
-  logits = tf.cast(logits, tf.float32) + tf.convert_to_tensor(head.output_bias)
-  return tf.reshape(logits, tf.concat([tf.shape(positions), [config.vocab_size]], axis=0))
+  """[B, S, H] states, [B, P] positions -> [B, P, vocab] logits (TF Hub's `mlm_logits`)."""
+  logits = head.logits(sequence_output, positions)
+  return tf.reshape(logits, tf.concat([tf.shape(positions), [head.config.vocab_size]], axis=0))
 
 
 def _encoder_outputs(encoder, inputs, training):
@@ -160,10 +138,8 @@ def _traced(fn, *specs):
 
 def build_encoder_module(encoder, vocab_file, do_lower_case, strip_accents=None, mlm_head=None):
   """The encoder SavedModel's root object and its serving_default signature."""
-  vocab_size = max(tokenization.load_vocab(os.fspath(vocab_file)).values()) + 1
-  facts = _TokenizerFacts(vocab_size, do_lower_case, strip_accents)
   models = [encoder] + ([mlm_head] if mlm_head is not None else [])
-  module = _ExportRoot(facts, models)
+  module = _ExportRoot(None, models)  # no tokenizer: loads without tensorflow_text
 
   def call(inputs, training=False):
     return _encoder_outputs(encoder, inputs, training)
@@ -183,8 +159,10 @@ def build_encoder_module(encoder, vocab_file, do_lower_case, strip_accents=None,
                             _state_variables(models),
                             _state_variables(models, trainable_only=True), name="mlm")
   module.vocab_file = tf.saved_model.Asset(os.fspath(vocab_file))
-  module.do_lower_case = tf.Variable(facts.do_lower_case, trainable=False, name="do_lower_case")
-  module.strip_accents = tf.Variable(facts.strip_accents, trainable=False, name="strip_accents")
+  module.do_lower_case = tf.Variable(bool(do_lower_case), trainable=False, name="do_lower_case")
+  module.strip_accents = tf.Variable(
+      tokenization.resolve_strip_accents(do_lower_case, strip_accents), trainable=False,
+      name="strip_accents")
 
   def serving_default(inputs):
     outputs = _encoder_outputs(encoder, inputs, training=False)
@@ -201,13 +179,17 @@ def export_encoder(export_dir, encoder, vocab_file, do_lower_case, strip_accents
   """Writes the encoder SavedModel (see the module docstring); returns export_dir."""
   module, signatures = build_encoder_module(encoder, vocab_file, do_lower_case, strip_accents,
                                             mlm_head)
-  return export.save_serving_module(export_dir, module, signatures,
-                                    _encoder_metadata(encoder, mlm_head), overwrite)
+  metadata = _encoder_metadata(encoder, mlm_head, vocab_file, do_lower_case, strip_accents)
+  return export.save_serving_module(export_dir, module, signatures, metadata, overwrite)
 
 
-def _encoder_metadata(encoder, mlm_head, **extra):
+def _encoder_metadata(encoder, mlm_head, vocab_file, do_lower_case, strip_accents, **extra):
+  """What the encoder export records (it has no tokenizer to read these from)."""
   return {"task": ENCODER_TASK, "with_mlm": mlm_head is not None,
-          "bert_config": encoder.config.to_dict(), **extra}
+          "bert_config": encoder.config.to_dict(), "do_lower_case": bool(do_lower_case),
+          "strip_accents": tokenization.resolve_strip_accents(do_lower_case, strip_accents),
+          "vocab_size": max(tokenization.load_vocab(os.fspath(vocab_file)).values()) + 1,
+          **extra}
 
 
 def build_preprocessor_module(vocab_file, do_lower_case, strip_accents=None, seq_length=128):
@@ -305,7 +287,8 @@ def export_from_checkpoint(bert_config_file, vocab_file, init_checkpoint, do_low
   preprocessor = build_preprocessor_module(vocab_file, do_lower_case, strip_accents, seq_length)
   encoder_module = build_encoder_module(encoder, vocab_file, do_lower_case, strip_accents, head)
   export.save_serving_module(encoder_export_dir, *encoder_module,
-                             _encoder_metadata(encoder, head, init_checkpoint=report.checkpoint))
+                             _encoder_metadata(encoder, head, vocab_file, do_lower_case,
+                                               strip_accents, init_checkpoint=report.checkpoint))
   export.save_serving_module(preprocessor_export_dir, *preprocessor,
                              _preprocessor_metadata(seq_length))
   return encoder_export_dir, preprocessor_export_dir

@@ -249,3 +249,12 @@ def test_export_dir_writes_an_answering_savedmodel(tmp_path):
   start, end = int(out["start_char"][0]), int(out["end_char"][0])
   answer = out["answer"].numpy()[0].decode("utf-8")
   assert answer and context[start:end] == answer
+
+
+def test_get_final_text_follows_strip_accents():
+  # Predicted pieces kept the accent (a --strip_accents=false model): only a
+  # BasicTokenizer that keeps it too can map them back onto "Café" without the "!".
+  assert squad.get_final_text("café", "Café!", True, strip_accents=False) == "Café"
+  # The original's tokenizer strips the accent, cannot align, and returns the whole word.
+  assert squad.get_final_text("café", "Café!", True) == "Café!"
+  assert squad.get_final_text("cafe", "Café!", True) == "Café"

@@ -326,7 +326,8 @@ def compute_softmax(scores):
   return [score / total for score in exp_scores]
 
 
-def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
+def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False,
+                   strip_accents=None):
   """Projects the normalized predicted text back onto the original words' characters."""
 
   def strip_spaces(text):
@@ -338,7 +339,8 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
       ns_chars.append(c)
     return "".join(ns_chars), ns_to_s_map
 
-  tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+  tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case,
+                                          strip_accents=strip_accents)
   tok_text = " ".join(tokenizer.tokenize(orig_text))
   start_position = tok_text.find(pred_text)
   if start_position == -1:
@@ -374,7 +376,8 @@ _Nbest = collections.namedtuple("NbestPrediction", ["text", "start_logit", "end_
 
 def compute_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length,
                         do_lower_case, version_2_with_negative=False,
-                        null_score_diff_threshold=0.0, verbose_logging=False):
+                        null_score_diff_threshold=0.0, verbose_logging=False,
+                        strip_accents=None):
   """(predictions, nbest, null_odds) OrderedDicts keyed by qas_id, as write_predictions."""
   example_index_to_features = collections.defaultdict(list)
   for feature in all_features:
@@ -433,7 +436,7 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
         tok_text = " ".join(tok_tokens).replace(" ##", "").replace("##", "").strip()
         tok_text = " ".join(tok_text.split())
         final_text = get_final_text(tok_text, " ".join(orig_tokens), do_lower_case,
-                                    verbose_logging)
+                                    verbose_logging, strip_accents)
         if final_text in seen:
           continue
         seen.add(final_text)
@@ -483,11 +486,11 @@ def write_json(path, value):
 def write_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length,
                       do_lower_case, output_prediction_file, output_nbest_file,
                       output_null_log_odds_file, version_2_with_negative=False,
-                      null_score_diff_threshold=0.0, verbose_logging=False):
+                      null_score_diff_threshold=0.0, verbose_logging=False, strip_accents=None):
   """Writes predictions.json, nbest_predictions.json and (v2) null_odds.json."""
   predictions, nbest, null_odds = compute_predictions(
       all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
-      version_2_with_negative, null_score_diff_threshold, verbose_logging)
+      version_2_with_negative, null_score_diff_threshold, verbose_logging, strip_accents)
   write_json(output_prediction_file, predictions)
   write_json(output_nbest_file, nbest)
   if version_2_with_negative:
