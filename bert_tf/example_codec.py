@@ -4,11 +4,11 @@ and the one writer of TFRecord feature files.
 Building protobuf message objects per record dominated the original's writing
 time; here the wire format is produced directly. The bytes parse to exactly the
 Example the original builds (features in the given order, packed repeated values).
+TensorFlow is imported only to write or parse files, so processes that only encode
+(Apache Beam workers) start without it.
 """
 
 import struct
-
-import tensorflow as tf
 
 from bert_tf.progress import Progress
 
@@ -69,6 +69,7 @@ def encode_example(features):
 
 def parse_example(serialized):
   """bytes -> {name: list of values}; for tests and diagnostics."""
+  import tensorflow as tf
   example = tf.train.Example.FromString(serialized)
   out = {}
   for name, feature in example.features.feature.items():
@@ -85,6 +86,8 @@ class ExampleFileWriter:
   """
 
   def __init__(self, output_files, progress=None):
+    import tensorflow as tf
+    self._gfile = tf.io.gfile
     self.output_files = list(output_files)
     self.temporary = [f + ".partial" for f in self.output_files]
     self.writers = [tf.io.TFRecordWriter(f) for f in self.temporary]
@@ -101,10 +104,17 @@ class ExampleFileWriter:
     for writer in self.writers:
       writer.close()
 
+  def abort(self):
+    """Closes and deletes the temporary files: a failed run leaves nothing behind."""
+    self.close()
+    for tmp in self.temporary:
+      if self._gfile.exists(tmp):
+        self._gfile.remove(tmp)
+
   def commit(self):
     self.close()
     for tmp, final in zip(self.temporary, self.output_files):
-      tf.io.gfile.rename(tmp, final, overwrite=True)
+      self._gfile.rename(tmp, final, overwrite=True)
     return self.count
 
 
@@ -115,7 +125,7 @@ def write_records(path, records, total=None, description="writing"):
     for record in records:
       writer.write(record)
   except BaseException:
-    writer.close()
+    writer.abort()
     raise
   if total is None:
     writer.progress.finish()

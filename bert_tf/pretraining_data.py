@@ -14,14 +14,17 @@ records. Quirks kept on purpose:
 * whole-word masking changes how much randomness each document consumes.
 
 What differs is speed: tokenization is cached per word, and records are encoded
-straight to protobuf bytes (see `example_codec`).
+straight to protobuf bytes (see `example_codec`); and an input file without any
+text is an error instead of silently contributing nothing.
+
+`file_examples` is one input file's whole run, the unit that
+`pretraining_data_beam` distributes. TensorFlow is not imported here.
 """
 
 import collections
 import dataclasses
+import os
 import random
-
-import tensorflow as tf
 
 from bert_tf import example_codec
 from bert_tf.errors import UserInputError
@@ -46,10 +49,18 @@ class TrainingInstance:
                 " ".join(map(str, self.masked_lm_positions)), " ".join(self.masked_lm_labels)))
 
 
-def read_text_lines(input_file):
-  """Yields (stripped line, raw byte count); lines split on "\\n" as TF's GFile does."""
+def _open_local(path):
+  return open(path, "rb")
+
+
+def read_text_lines(input_file, opener=None):
+  """Yields (stripped line, raw byte count); lines split on "\\n" as TF's GFile does.
+
+  `opener(path)` returns a binary file object (default: the local file system; the
+  Beam pipeline passes Beam's file systems, so gs:// etc. work on its workers).
+  """
   try:
-    with open(input_file, "rb") as f:
+    with (opener or _open_local)(input_file) as f:
       for number, raw in enumerate(f, 1):
         try:
           yield raw.decode("utf-8").strip(), len(raw)
@@ -61,20 +72,49 @@ def read_text_lines(input_file):
                          input_file) from None
 
 
-def iter_documents(input_files, tokenizer, progress_description=None):
+def no_text_error(input_file):
+  return UserInputError(
+      "Input file %s has no text to make pretraining examples from (it is empty, or every "
+      "line is blank or tokenizes to nothing); remove it from --input_file." % input_file)
+
+
+def has_text(input_file, tokenizer, opener=None):
+  """Whether any line of the file tokenizes to something; reads only up to that line.
+
+  Such a file always yields records, so this is the cheap up-front check that no
+  input file is empty.
+  """
+  lines = read_text_lines(input_file, opener)
+  try:
+    return any(line and tokenizer.tokenize(line) for line, _ in lines)
+  finally:
+    lines.close()
+
+
+def _size(path):
+  try:
+    return os.path.getsize(path)
+  except OSError:
+    return 0  # read_text_lines reports it
+
+
+def iter_documents(input_files, tokenizer, progress_description=None, opener=None):
   """Yields word-piece documents: one sentence per line, a blank line ends a document.
 
-  Lines that tokenize to nothing are dropped, and so are empty documents. With a
-  progress description, progress in KiB read is printed to stderr.
+  Lines that tokenize to nothing are dropped, and so are empty documents (like the
+  original, a document may run on from one file into the next). A file without a
+  single tokenized line raises UserInputError. With a progress description,
+  progress in KiB read is printed to stderr.
   """
   progress = None
   if progress_description:
-    total = sum(tf.io.gfile.stat(f).length for f in input_files)
+    total = sum(_size(f) for f in input_files)
     progress = Progress(max(1, total // 1024), "KiB", progress_description)
   pending_bytes = 0
   document = []
   for input_file in input_files:
-    for line, size in read_text_lines(input_file):
+    file_has_text = False
+    for line, size in read_text_lines(input_file, opener):
       if not line:
         if document:
           yield document
@@ -82,20 +122,23 @@ def iter_documents(input_files, tokenizer, progress_description=None):
       tokens = tokenizer.tokenize(line)
       if tokens:
         document.append(tokens)
+        file_has_text = True
       if progress is not None:
         pending_bytes += size
         if pending_bytes >= 1 << 20:
           progress.update(pending_bytes // 1024)
           pending_bytes %= 1024
+    if not file_has_text:
+      raise no_text_error(input_file)
   if document:
     yield document
   if progress is not None:
     progress.update(progress.total - progress.done)
 
 
-def read_documents(input_files, tokenizer, progress_description=None):
+def read_documents(input_files, tokenizer, progress_description=None, opener=None):
   """All documents of the corpus in memory, as the original holds them."""
-  return list(iter_documents(input_files, tokenizer, progress_description))
+  return list(iter_documents(input_files, tokenizer, progress_description, opener))
 
 
 def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor,
@@ -265,9 +308,26 @@ def write_instance_to_example_files(instances, tokenizer, max_seq_length,
       writer.write(instance_to_example(instance, tokenizer, max_seq_length,
                                        max_predictions_per_seq))
   except BaseException:
-    writer.close()
+    writer.abort()
     raise
   return writer.commit()
+
+
+def file_examples(input_file, tokenizer, seed, max_seq_length, dupe_factor, short_seq_prob,
+                  masked_lm_prob, max_predictions_per_seq, do_whole_word_mask=False,
+                  opener=None):
+  """Yields the serialized records of one input file: exactly the records that
+  create_pretraining_data.py writes for that file alone with --random_seed=seed.
+
+  Memory is bounded by the file (its documents and instances), not the corpus.
+  """
+  documents = read_documents([input_file], tokenizer, opener=opener)
+  instances = create_training_instances(
+      None, tokenizer, max_seq_length, dupe_factor, short_seq_prob, masked_lm_prob,
+      max_predictions_per_seq, new_rng(seed), do_whole_word_mask, documents=documents)
+  del documents  # instances hold their own token lists
+  for instance in instances:
+    yield instance_to_example(instance, tokenizer, max_seq_length, max_predictions_per_seq)
 
 
 def write_sharded(input_files, output_files, documents_per_shard, tokenizer, max_seq_length,
@@ -297,7 +357,7 @@ def write_sharded(input_files, output_files, documents_per_shard, tokenizer, max
     if shard:
       flush(shard)
   except BaseException:
-    writer.close()
+    writer.abort()
     raise
   writer.progress.finish()
   return writer.commit()

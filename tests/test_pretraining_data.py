@@ -150,3 +150,39 @@ def test_command_line_with_original_flags(tmp_path):
   result = _run("--input_file=%s" % (tmp_path / "nothing*.txt"), "--output_file=%s" % out,
                 "--vocab_file=%s" % VOCAB_UNCASED)
   assert result.returncode == 2 and "No file matches --input_file pattern" in result.stderr
+
+
+def test_a_file_without_text_is_an_error_naming_it(tokenizer, tmp_path):
+  empty = tmp_path / "empty.txt"
+  empty.write_bytes(b"")
+  blank = tmp_path / "blank.txt"
+  blank.write_text("\n  \n\u200b\n\n", encoding="utf-8")  # a zero-width space tokenizes to nothing
+  for bad in (empty, blank):
+    with pytest.raises(UserInputError, match=r"Input file %s has no text to make pretraining "
+                       r"examples from .* remove it from --input_file\." % bad):
+      pretraining_data.read_documents([CORPUS, str(bad)], tokenizer)
+    assert not pretraining_data.has_text(str(bad), tokenizer)
+  assert pretraining_data.has_text(CORPUS, tokenizer)
+  # Streaming mode has written records of the good file by then: they are removed too.
+  out = tmp_path / "s.tfrecord"
+  with pytest.raises(UserInputError, match="blank.txt has no text"):
+    pretraining_data.write_sharded([CORPUS, str(blank)], [str(out)], 5, tokenizer, 128, 1, 0.1,
+                                   0.15, 20, pretraining_data.new_rng(1))
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.txt", "empty.txt"]
+
+
+def test_command_line_stops_on_a_file_without_text_and_writes_nothing(tmp_path):
+  empty = tmp_path / "empty.txt"
+  empty.write_bytes(b"\n\n")
+  out = tmp_path / "out"
+  out.mkdir()
+  for extra in ([], ["--documents_per_shard=3"]):
+    result = _run("--input_file=%s,%s" % (CORPUS, empty), "--output_file=%s" % (out / "a.tfrecord"),
+                  "--vocab_file=%s" % VOCAB_UNCASED, "--dupe_factor=1", *extra)
+    assert result.returncode == 2, result.stderr
+    errors = [l for l in result.stderr.splitlines() if l.startswith("error: ")]
+    assert errors == ["error: Input file %s has no text to make pretraining examples from (it is "
+                      "empty, or every line is blank or tokenizes to nothing); remove it from "
+                      "--input_file." % empty]
+    assert "Traceback" not in result.stderr
+    assert not list(out.iterdir())

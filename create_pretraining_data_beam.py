@@ -1,0 +1,214 @@
+"""Create pretraining TFRecords from a corpus of many files with Apache Beam (paper section 3.1).
+
+Input file i of the sorted list is processed exactly as create_pretraining_data.py
+processes that file alone with --random_seed = random_seed + i; files run in
+parallel, and a worker holds one file in memory. Output: <output_file>-00000-of-0000N.
+
+Locally, on all cores (Beam's DirectRunner, one process per core by default):
+
+  python create_pretraining_data_beam.py --input_file='corpus/part-*.txt' \
+    --output_file=/tmp/pretraining/tf_examples.tfrecord --vocab_file=$BERT_DIR/vocab.txt \
+    --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=5
+
+Every other flag is one of Beam's pipeline options and goes to Beam unchanged:
+--runner (DataflowRunner, FlinkRunner, SparkRunner, ...), --direct_num_workers,
+--direct_running_mode, --project, --region, --temp_location, --flink_master, ...
+See https://beam.apache.org/documentation/runners/capability-matrix/ and the
+README section "Corpus-scale pretraining data (Apache Beam)".
+"""
+
+import difflib
+import json
+import logging as std_logging
+import os
+import re
+import sys
+import time
+
+import bert_tf  # noqa: F401  (environment defaults)
+from absl import app, flags, logging
+
+std_logging.disable(std_logging.WARNING)  # Beam's import warns about optional GCP clients
+try:
+  import apache_beam as beam
+  from apache_beam.options.pipeline_options import PipelineOptions
+finally:
+  std_logging.disable(std_logging.NOTSET)
+
+from bert_tf import cli, pretraining_data_beam, tokenization  # noqa: E402
+from bert_tf.errors import UserInputError  # noqa: E402
+
+FLAGS = flags.FLAGS
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+flags.DEFINE_string("input_file", None,
+                    "Input raw text files: comma-separated globs. File i of the sorted list gets "
+                    "seed --random_seed + i.")
+flags.DEFINE_string("output_file", None,
+                    "Output prefix: shards are written as <output_file>-SSSSS-of-NNNNN.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Whether to lower case the input text. Should be True for uncased models and "
+                  "False for cased models.")
+flags.DEFINE_bool("strip_accents", None, tokenization.STRIP_ACCENTS_HELP)
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "Whether to use whole word masking rather than per-WordPiece masking.")
+flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+flags.DEFINE_integer("max_predictions_per_seq", 20,
+                     "Maximum number of masked LM predictions per sequence.")
+flags.DEFINE_integer("random_seed", 12345,
+                     "Random seed for data generation; input file i uses random_seed + i.")
+flags.DEFINE_integer("dupe_factor", 10,
+                     "Number of times to duplicate the input data (with different masks).")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+flags.DEFINE_float("short_seq_prob", 0.1,
+                   "Probability of creating sequences which are shorter than the maximum length.")
+flags.DEFINE_integer("num_shards", 0,
+                     "Number of output shards; 0 (default): the runner decides (one per bundle, "
+                     "e.g. one per local worker). A fixed number makes the runner shuffle every "
+                     "record, which the local runner does in memory.")
+
+_OWN_FLAGS = ("input_file", "output_file", "vocab_file", "do_lower_case", "strip_accents",
+              "do_whole_word_mask", "max_seq_length", "max_predictions_per_seq", "random_seed",
+              "dupe_factor", "masked_lm_prob", "short_seq_prob", "num_shards")
+
+
+def parse_flags(argv):
+  """absl parses this script's flags; everything it does not know is left for Beam."""
+  return FLAGS(argv, known_only=True)
+
+
+def pipeline_options(beam_args):
+  """Beam's options; the local runner defaults to one worker process per core."""
+  args = list(beam_args)
+  given = {a.split("=", 1)[0] for a in args if a.startswith("--")}
+  parsed = PipelineOptions(args).get_all_options()
+  unknown = set(PipelineOptions(args).get_all_options(retain_unknown_options=True)) - set(parsed)
+  for name in sorted(unknown):
+    close = difflib.get_close_matches(name, _OWN_FLAGS, n=1, cutoff=0.75)
+    if close:
+      raise UserInputError("Unknown flag --%s; did you mean --%s?" % (name, close[0]))
+  if unknown:
+    logging.warning("Flags neither this script nor Beam's Python SDK knows (passed on to the "
+                    "runner): %s", ", ".join("--" + n for n in sorted(unknown)))
+  if parsed["runner"] in (None, "DirectRunner", "direct"):
+    if "--runner" not in given:
+      args.append("--runner=DirectRunner")
+    mode = parsed["direct_running_mode"]
+    if "--direct_running_mode" not in given:
+      mode = "multi_processing"
+      args.append("--direct_running_mode=" + mode)
+    if "--direct_num_workers" not in given and mode != "in_memory":
+      args.append("--direct_num_workers=0")  # 0: one per CPU core
+    if "--sdk_harness_log_level_overrides" not in given:
+      # Workers log our per-file progress; a failing element's traceback reaches the
+      # launcher with the error, so workers need not log it as well.
+      args.append("--sdk_harness_log_level_overrides=" + json.dumps(
+          {"apache_beam": "ERROR", "apache_beam.runners.common": "CRITICAL",
+           "apache_beam.runners.worker": "CRITICAL", "__main__": "ERROR"}))
+    # Local worker processes import bert_tf from this checkout, wherever they start.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+  return PipelineOptions(args)
+
+
+def quiet_local_runner():
+  """Beam's local chatter off: its warnings stay, and a worker's error is said once, below."""
+  std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
+  for relay in ("apache_beam.runners.portability.local_job_service",
+                "apache_beam.runners.worker", "apache_beam.runners.common"):
+    std_logging.getLogger(relay).setLevel(std_logging.CRITICAL)
+
+
+def check_flags():
+  if FLAGS.max_seq_length < 5:
+    raise UserInputError("--max_seq_length must be at least 5 ([CLS] a [SEP] b [SEP]).")
+  if FLAGS.max_predictions_per_seq < 1:
+    raise UserInputError("--max_predictions_per_seq must be positive.")
+  if FLAGS.dupe_factor < 1:
+    raise UserInputError("--dupe_factor must be positive.")
+  if not 0 <= FLAGS.masked_lm_prob <= 1 or not 0 <= FLAGS.short_seq_prob <= 1:
+    raise UserInputError("--masked_lm_prob and --short_seq_prob must be in [0, 1].")
+  if FLAGS.num_shards < 0:
+    raise UserInputError("--num_shards must be 0 (the runner decides) or positive.")
+  if "," in FLAGS.output_file:
+    raise UserInputError("--output_file is one prefix here (shards are named "
+                         "<output_file>-SSSSS-of-NNNNN), not a list.")
+  if "://" not in FLAGS.output_file:
+    folder = os.path.dirname(os.path.abspath(FLAGS.output_file))
+    if not os.path.isdir(folder):
+      raise UserInputError("Output folder of %s does not exist." % FLAGS.output_file)
+
+
+def _clean_error(error):
+  """The one-line message of a UserInputError raised on a worker, if that is what failed."""
+  if isinstance(error, UserInputError):
+    return re.sub(r" \[while running .*$", "", str(error), flags=re.S)
+  found = re.search(r"UserInputError: (.*)", str(error))
+  return re.sub(r" \[while running .*$", "", found.group(1)) if found else None
+
+
+def main(argv):
+  options = pipeline_options(argv[1:])
+  runner = options.get_all_options()["runner"]
+  if runner in ("DirectRunner", "direct"):
+    quiet_local_runner()
+  cli.require_flags(FLAGS, "input_file", "output_file", "vocab_file")
+  check_flags()
+  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
+                                         FLAGS.strip_accents)
+  for special in ("[CLS]", "[SEP]", "[MASK]"):
+    if special not in tokenizer.vocab:
+      raise UserInputError("Vocab file %s has no %s token." % (FLAGS.vocab_file, special))
+  input_files = pretraining_data_beam.expand_input_files(FLAGS.input_file)
+  left = pretraining_data_beam.existing_shards(FLAGS.output_file)
+  if left:
+    raise UserInputError("%d shard(s) of an earlier run are in the way (%s, ...); a reader "
+                         "would mix them with this run's. Delete them or choose another "
+                         "--output_file." % (len(left), left[0]))
+  logging.info("Checking %d input file(s) (%.1f MB) for text", len(input_files),
+               sum(f.size for f in input_files) / 1e6)
+  pretraining_data_beam.check_input_files(input_files, tokenizer)
+  settings = pretraining_data_beam.Settings(
+      random_seed=FLAGS.random_seed, max_seq_length=FLAGS.max_seq_length,
+      max_predictions_per_seq=FLAGS.max_predictions_per_seq, dupe_factor=FLAGS.dupe_factor,
+      masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
+      do_whole_word_mask=FLAGS.do_whole_word_mask)
+  start = time.monotonic()
+  pipeline = beam.Pipeline(options=options)
+  pretraining_data_beam.build(pipeline, input_files, FLAGS.output_file, tokenizer, settings,
+                              FLAGS.num_shards)
+  logging.info("Running the pipeline on %s (input file i gets seed %d + i)", runner,
+               FLAGS.random_seed)
+  try:
+    result = pipeline.run()
+    result.wait_until_finish()
+  except Exception as e:  # noqa: BLE001  (a worker's UserInputError arrives wrapped)
+    pretraining_data_beam.remove_temporary_files(FLAGS.output_file)
+    message = _clean_error(e)
+    if message:
+      raise UserInputError(message) from None
+    raise
+  counts = pretraining_data_beam.counters(result)
+  shards = pretraining_data_beam.existing_shards(FLAGS.output_file)
+  logging.info("Wrote %d records from %d input file(s) to %d shard(s) %s-*-of-%05d in %.1f s",
+               counts.get("records", 0), counts.get("files", 0), len(shards), FLAGS.output_file,
+               len(shards), time.monotonic() - start)
+
+
+def run():
+  """cli.run's clean errors, with absl leaving Beam's options alone."""
+
+  def guarded(argv):
+    try:
+      return main(argv)
+    except UserInputError as e:
+      logging.flush()
+      print("error: %s" % e, file=sys.stderr)
+      sys.exit(2)
+
+  app.run(guarded, flags_parser=parse_flags)
+
+
+if __name__ == "__main__":
+  run()
