@@ -1,14 +1,15 @@
-"""Runner plumbing: absl entry point that turns UserInputError into a clean message."""
+"""Runner plumbing: absl entry point that turns UserInputError and preemption into clean exits."""
 
 import sys
 
 from absl import app, logging
 
-from bert_tf.errors import UserInputError
+from bert_tf.errors import Preempted, UserInputError
 
 
 def run(main):
-  """`app.run(main)`, printing a UserInputError as one message and exiting with 2."""
+  """`app.run(main)`: a UserInputError is one message and exit 2; a preempted run
+  (state saved) says so and exits 128 + the signal number, as if killed by it."""
 
   def guarded(argv):
     try:
@@ -17,6 +18,10 @@ def run(main):
       logging.flush()
       print("error: %s" % e, file=sys.stderr)
       sys.exit(2)
+    except Preempted as e:
+      logging.flush()
+      print("stopped: %s" % e, file=sys.stderr)
+      sys.exit(e.exit_code)
 
   app.run(guarded)
 

@@ -13,12 +13,16 @@ times larger, not an average of N separately normalised losses.
 Under float16 a dynamic loss scale is applied (doubling after 2000 finite steps,
 halving and skipping the update on an overflow); bfloat16 and float32 need none.
 
-`Trainer` adds the rest: checkpoints with resume (model, optimizer slots, step,
-input position), Google-layout exports, TensorBoard summaries, progress and eval.
+`Trainer` adds the rest: checkpoints with exact resume (model, optimizer slots,
+step, input position, dropout seed states), stopping cleanly on SIGTERM/SIGINT
+(preemption), Google-layout exports, TensorBoard summaries, progress and eval.
 """
 
+import contextlib
 import math
 import os
+import signal
+import threading
 import time
 
 from absl import logging
@@ -26,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import checkpoints
-from bert_tf.errors import UserInputError
+from bert_tf.errors import Preempted, UserInputError
 from bert_tf.progress import Progress
 
 _LOSS_SCALE_PERIOD = 2000
@@ -162,6 +166,41 @@ class TrainStep:
     return tf.constant(False)
 
 
+class StopOnSignals:
+  """Turns the first SIGTERM or SIGINT into a request to stop after the current step.
+
+  Python runs signal handlers between TensorFlow calls, so the step in flight
+  always finishes. A second signal restores the previous handler and re-sends
+  itself: Ctrl-C twice stops at once.
+  """
+
+  SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+  def __init__(self):
+    self.received = None
+    self._previous = {}
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      for signum in self.SIGNALS:
+        self._previous[signum] = signal.signal(signum, self._handle)
+    return self
+
+  def __exit__(self, *unused):
+    for signum, handler in self._previous.items():
+      signal.signal(signum, handler)
+    self._previous = {}
+
+  def _handle(self, signum, unused_frame):
+    if self.received is not None:
+      signal.signal(signum, self._previous.pop(signum))
+      signal.raise_signal(signum)
+      return
+    self.received = signum
+    logging.warning("Received %s: finishing this step, saving the training state, then "
+                    "stopping (send it again to stop at once).", signal.Signals(signum).name)
+
+
 class Trainer:
   """Runs a task's training and evaluation with checkpoints, resume, exports and summaries.
 
@@ -198,8 +237,14 @@ class Trainer:
   def step(self):
     return int(self.optimizer.iterations.numpy())
 
+  def _seed_states(self):
+    """The dropout layers' random seed states: Keras keeps them in `variables`, not `weights`,
+    and a checkpoint of the model alone leaves them out (resume would draw other masks)."""
+    weights = {id(v) for v in self.model.weights}
+    return [v for v in self.model.variables if id(v) not in weights]
+
   def _checkpoint(self, iterator):
-    items = {"model": self.model, "optimizer": self.optimizer}
+    items = {"model": self.model, "optimizer": self.optimizer, "seeds": self._seed_states()}
     if iterator is not None:
       items["input"] = iterator
     if self.loss_scale is not None:
@@ -260,7 +305,9 @@ class Trainer:
       return {}
     progress = Progress(num_train_steps, "steps", "train", initial=start_step)
     metrics, last_log, last_time = {}, start_step, time.monotonic()
-    with writer.as_default():
+    preemption = self._preemption_handler(manager)
+    stop = StopOnSignals() if preemption is None else contextlib.nullcontext()
+    with writer.as_default(), stop:
       while self.step < num_train_steps:
         try:
           metrics = self.train_step.step(iterator)
@@ -283,11 +330,35 @@ class Trainer:
             tf.summary.scalar("loss_scale", float(self.loss_scale.scale.numpy()), step=step)
           logging.info("step %d: loss %.6f, lr %.3g", step, loss, float(metrics["learning_rate"]))
           last_log, last_time = step, now
+        if preemption is not None:
+          preemption.save_checkpoint_if_preempted(checkpoint_number=step)
+        elif stop.received is not None:
+          self._save(manager)
+          raise Preempted(stop.received, step, self._state_dir)
         if step % save_checkpoints_steps == 0 and step < num_train_steps:
           self._save(manager)
       self._save(manager)
     writer.flush()
     return {k: float(v) for k, v in metrics.items()}
+
+  def _preemption_handler(self, manager):
+    """TensorFlow's own PreemptionCheckpointHandler under multi-worker and TPU strategies.
+
+    There a SIGTERM on one worker must make every worker save at the same step,
+    which the handler agrees through the cluster's coordination service. Single
+    host strategies use StopOnSignals instead (it also handles SIGINT and writes
+    the Google-layout export).
+    """
+    if not isinstance(self.strategy, (tf.distribute.MultiWorkerMirroredStrategy,
+                                      tf.distribute.TPUStrategy)):
+      return None
+
+    def stop():
+      raise Preempted(signal.SIGTERM, self.step, self._state_dir)
+
+    return tf.distribute.experimental.PreemptionCheckpointHandler(
+        self.strategy.cluster_resolver, manager,
+        termination_config=tf.distribute.experimental.TerminationConfig(exit_fn=stop))
 
   def evaluate(self, dataset, max_steps=None, with_predictions=False):
     """Metrics as ratios of summed (sum, count) pairs, plus `loss` and `global_step`.

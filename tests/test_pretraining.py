@@ -105,7 +105,10 @@ def test_train_eval_and_google_layout_outputs(seq64_data, tmp_path):
 
 
 def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path):
-  args = ["--do_train", "--train_batch_size=4", "--num_train_steps=10", "--save_checkpoints_steps=2"]
+  # Dropout on (the tiny config's 0.1): the masks after the restart must be the ones an
+  # uninterrupted run draws, so the seed states are part of the training state.
+  args = ["--do_train", "--train_batch_size=4", "--num_train_steps=10", "--save_checkpoints_steps=2",
+          "--bert_config_file=%s" % TINY_CONFIG]
   straight = tmp_path / "straight"
   assert _python("run_pretraining.py", *_pretrain_args(seq64_data, straight, *args)).returncode == 0
 
@@ -264,3 +267,54 @@ def test_precision_xla_and_lamb_flags_train(seq64_data, tmp_path, flags):
   assert len(losses) == 3 and all(np.isfinite(losses))
   weights = _weights(str(out / "model.ckpt-3"))
   assert weights["bert/embeddings/word_embeddings"].dtype == np.float32
+
+
+def test_multi_worker_sigterm_saves_on_every_worker_and_resumes_exactly(seq64_data, tmp_path):
+  """TensorFlow's PreemptionCheckpointHandler: SIGTERM on one worker, every worker saves at the
+  same step and exits 143; the same command resumes both to the uninterrupted weights."""
+  import re
+
+  def launch(out):
+    cluster = {"worker": ["127.0.0.1:%d" % p for p in _free_ports(2)]}
+    processes = []
+    for index in range(2):
+      env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster,
+                                                    "task": {"type": "worker", "index": index}}))
+      processes.append(subprocess.Popen(
+          [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
+           *_pretrain_args(seq64_data, out, "--do_train", "--train_batch_size=8",
+                           "--num_train_steps=30", "--save_checkpoints_steps=20",
+                           "--bert_config_file=%s" % TINY_CONFIG,
+                           "--distribution_strategy=multi_worker_mirrored")],
+          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
+    return processes
+
+  def finish(processes, stop_at=None):
+    seen = ""
+    if stop_at is not None:
+      for line in processes[0].stdout:
+        seen += line
+        if re.search(r"\] step %d: loss" % stop_at, line):
+          processes[0].send_signal(signal.SIGTERM)
+          break
+    try:
+      outputs = [p.communicate(timeout=240)[0] for p in processes]
+    finally:
+      for p in processes:
+        if p.poll() is None:
+          p.kill()
+    return [p.returncode for p in processes], [seen + outputs[0], outputs[1]]
+
+  codes, outputs = finish(launch(tmp_path / "straight"))
+  assert codes == [0, 0], outputs[0][-3000:]
+  stopped = tmp_path / "stopped"
+  codes, outputs = finish(launch(stopped), stop_at=3)
+  assert codes == [143, 143], outputs[0][-3000:] + outputs[1][-3000:]
+  steps = [int(re.search(r"stopped: preempted by SIGTERM after step (\d+)", o).group(1))
+           for o in outputs]
+  assert steps[0] == steps[1] and steps[0] < 30
+  codes, outputs = finish(launch(stopped))
+  assert codes == [0, 0], outputs[0][-3000:]
+  assert all("Resumed from" in o and "at step %d" % steps[0] in o for o in outputs)
+  _assert_same_weights(str(tmp_path / "straight" / "model.ckpt-30"),
+                       str(stopped / "model.ckpt-30"), atol=1e-6)
