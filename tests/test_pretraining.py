@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -163,29 +164,44 @@ def _free_ports(count):
   return ports
 
 
-def test_multi_worker_mirrored_runs_with_two_local_workers(seq64_data, tmp_path):
-  ports = _free_ports(2)
-  cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
-  out = tmp_path / "mw"
+def _launch_two_workers(data, out, *args):
+  """Two local multi_worker_mirrored workers of run_pretraining.py (output on stdout)."""
+  cluster = {"worker": ["127.0.0.1:%d" % p for p in _free_ports(2)]}
   processes = []
   for index in range(2):
     env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster,
                                                   "task": {"type": "worker", "index": index}}))
     processes.append(subprocess.Popen(
         [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
-         *_pretrain_args(seq64_data, out, "--do_train", "--train_batch_size=8",
-                         "--num_train_steps=2", "--save_checkpoints_steps=2",
-                         "--distribution_strategy=multi_worker_mirrored")],
+         *_pretrain_args(data, out, "--do_train", "--train_batch_size=8",
+                         "--distribution_strategy=multi_worker_mirrored", *args)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
-  outputs = []
+  return processes
+
+
+def _finish(processes, stop_at_step=None):
+  """Waits for the workers (SIGTERM to worker 0 once it logs `stop_at_step`); codes, outputs."""
+  seen = ""
+  if stop_at_step is not None:
+    for line in processes[0].stdout:
+      seen += line
+      if re.search(r"\] step %d: loss" % stop_at_step, line):
+        processes[0].send_signal(signal.SIGTERM)
+        break
   try:
-    for process in processes:
-      outputs.append(process.communicate(timeout=240)[0])
+    outputs = [p.communicate(timeout=240)[0] for p in processes]
   finally:
-    for process in processes:
-      if process.poll() is None:
-        process.kill()
-  assert [p.returncode for p in processes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    for p in processes:
+      if p.poll() is None:
+        p.kill()
+  return [p.returncode for p in processes], [seen + outputs[0], outputs[1]]
+
+
+def test_multi_worker_mirrored_runs_with_two_local_workers(seq64_data, tmp_path):
+  out = tmp_path / "mw"
+  codes, outputs = _finish(_launch_two_workers(seq64_data, out, "--num_train_steps=2",
+                                               "--save_checkpoints_steps=2"))
+  assert codes == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
   assert "multi_worker_mirrored with 2 replica(s)" in outputs[0]
   assert _weights(str(out / "model.ckpt-2"))["global_step"] == 2
 
@@ -272,48 +288,17 @@ def test_precision_xla_and_lamb_flags_train(seq64_data, tmp_path, flags):
 def test_multi_worker_sigterm_saves_on_every_worker_and_resumes_exactly(seq64_data, tmp_path):
   """TensorFlow's PreemptionCheckpointHandler: SIGTERM on one worker, every worker saves at the
   same step and exits 143; the same command resumes both to the uninterrupted weights."""
-  import re
-
-  def launch(out):
-    cluster = {"worker": ["127.0.0.1:%d" % p for p in _free_ports(2)]}
-    processes = []
-    for index in range(2):
-      env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster,
-                                                    "task": {"type": "worker", "index": index}}))
-      processes.append(subprocess.Popen(
-          [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
-           *_pretrain_args(seq64_data, out, "--do_train", "--train_batch_size=8",
-                           "--num_train_steps=30", "--save_checkpoints_steps=20",
-                           "--bert_config_file=%s" % TINY_CONFIG,
-                           "--distribution_strategy=multi_worker_mirrored")],
-          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
-    return processes
-
-  def finish(processes, stop_at=None):
-    seen = ""
-    if stop_at is not None:
-      for line in processes[0].stdout:
-        seen += line
-        if re.search(r"\] step %d: loss" % stop_at, line):
-          processes[0].send_signal(signal.SIGTERM)
-          break
-    try:
-      outputs = [p.communicate(timeout=240)[0] for p in processes]
-    finally:
-      for p in processes:
-        if p.poll() is None:
-          p.kill()
-    return [p.returncode for p in processes], [seen + outputs[0], outputs[1]]
-
-  codes, outputs = finish(launch(tmp_path / "straight"))
+  args = ["--num_train_steps=30", "--save_checkpoints_steps=20",
+          "--bert_config_file=%s" % TINY_CONFIG]
+  codes, outputs = _finish(_launch_two_workers(seq64_data, tmp_path / "straight", *args))
   assert codes == [0, 0], outputs[0][-3000:]
   stopped = tmp_path / "stopped"
-  codes, outputs = finish(launch(stopped), stop_at=3)
+  codes, outputs = _finish(_launch_two_workers(seq64_data, stopped, *args), stop_at_step=3)
   assert codes == [143, 143], outputs[0][-3000:] + outputs[1][-3000:]
   steps = [int(re.search(r"stopped: preempted by SIGTERM after step (\d+)", o).group(1))
            for o in outputs]
   assert steps[0] == steps[1] and steps[0] < 30
-  codes, outputs = finish(launch(stopped))
+  codes, outputs = _finish(_launch_two_workers(seq64_data, stopped, *args))
   assert codes == [0, 0], outputs[0][-3000:]
   assert all("Resumed from" in o and "at step %d" % steps[0] in o for o in outputs)
   _assert_same_weights(str(tmp_path / "straight" / "model.ckpt-30"),
