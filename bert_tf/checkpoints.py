@@ -11,6 +11,10 @@ A head is optional: if the checkpoint holds none of a head's variables the head
 keeps its initial values (fine-tuning from a pretraining checkpoint); if it holds
 some but not all, that is an error. Variables of heads the model does not have
 (e.g. `cls/predictions/*` when fine-tuning a classifier) are left unused.
+
+`load_checkpoint` also takes a Hugging Face BERT folder (config.json +
+model.safetensors): it is converted in memory by bert_tf/hf_checkpoints.py, which
+holds that name map, so every runner's --init_checkpoint accepts one.
 """
 
 import collections
@@ -22,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import heads as heads_lib
+from bert_tf import hf_checkpoints
 from bert_tf.errors import UserInputError
 
 _IGNORED_SUFFIXES = ("/adam_m", "/adam_v")
@@ -144,6 +149,42 @@ def _is_ignored(name):
   return name in _IGNORED_NAMES or name.endswith(_IGNORED_SUFFIXES)
 
 
+def _check_google_layout(path, shapes):
+  if _OBJECT_GRAPH_KEY in shapes and not any(n.startswith("bert/") for n in shapes):
+    raise UserInputError(
+        "Checkpoint %s is a TF2 object-based training checkpoint, not Google's layout; "
+        "use the bert_model.ckpt that training exports (or its 'resume' state)." % path)
+
+
+def _open_hf_folder(path, encoder):
+  """An HF folder converted strictly to Google's names: (path, shapes, get_tensor)."""
+  hf = hf_checkpoints.read_hf_folder(path)
+  if encoder is not None:
+    differences = hf_checkpoints.architecture_differences(hf.config, encoder.config)
+    if differences:
+      model_config = encoder.config.source_file or "the model's BertConfig"
+      raise UserInputError(
+          "Hugging Face config %s does not describe the same network as %s (%s; HF's "
+          "\"gelu\" is bert_tf's \"gelu_exact\"). Pass --bert_config_file=%s, or the "
+          "bert_config.json that convert_checkpoint.py --to=google writes for it." %
+          (hf.config_file, model_config, ", ".join(differences), hf.config_file))
+  shapes = {name: list(value.shape) for name, value in hf.variables.items()}
+  return str(path), shapes, hf.variables.__getitem__
+
+
+def read_variables(path):
+  """(resolved prefix, OrderedDict name -> numpy array) of a Google-layout checkpoint's weights.
+
+  Optimizer slots, global_step and TF2 object-graph entries are left out.
+  """
+  path = resolve_checkpoint_path(path)
+  reader = _open_reader(path)
+  shapes = reader.get_variable_to_shape_map()
+  _check_google_layout(path, shapes)
+  names = sorted(n for n in shapes if not _is_ignored(n) and n != _OBJECT_GRAPH_KEY)
+  return path, collections.OrderedDict((n, np.asarray(reader.get_tensor(n))) for n in names)
+
+
 @dataclasses.dataclass
 class LoadReport:
   """What `load_checkpoint` did: assigned names, heads left as initialized, unused names."""
@@ -168,13 +209,13 @@ def load_checkpoint(path, encoder=None, heads=(), strict=True):
   names are assigned, like the original `get_assignment_map_from_checkpoint`), but
   a shape mismatch is still an error.
   """
-  path = resolve_checkpoint_path(path)
-  reader = _open_reader(path)
-  shapes = reader.get_variable_to_shape_map()
-  if _OBJECT_GRAPH_KEY in shapes and not any(n.startswith("bert/") for n in shapes):
-    raise UserInputError(
-        "Checkpoint %s is a TF2 object-based training checkpoint, not Google's layout; "
-        "use the bert_model.ckpt that training exports (or its 'resume' state)." % path)
+  if hf_checkpoints.is_hf_folder(path):
+    path, shapes, get_tensor = _open_hf_folder(path, encoder)
+  else:
+    path = resolve_checkpoint_path(path)
+    reader = _open_reader(path)
+    shapes, get_tensor = reader.get_variable_to_shape_map(), reader.get_tensor
+    _check_google_layout(path, shapes)
   available = {n for n in shapes if not _is_ignored(n) and n != _OBJECT_GRAPH_KEY}
 
   assignments, missing, mismatched, skipped = [], [], [], []
@@ -211,7 +252,7 @@ def load_checkpoint(path, encoder=None, heads=(), strict=True):
     raise UserInputError("\n".join(lines))
 
   for name, variable in assignments:
-    variable.assign(np.asarray(reader.get_tensor(name)).astype(variable.dtype))
+    variable.assign(np.asarray(get_tensor(name)).astype(variable.dtype))
   return LoadReport(checkpoint=path, loaded=[n for n, _ in assignments], skipped_heads=skipped,
                     unused=unused + (leftovers if not strict else []))
 

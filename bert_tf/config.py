@@ -14,8 +14,10 @@ import os
 from bert_tf.errors import UserInputError
 
 # Activations the original `modeling.get_activation` understands (case-insensitive);
-# "" and "linear" mean no activation.
-SUPPORTED_ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+# "" and "linear" mean no activation. "gelu" is the original's tanh approximation;
+# "gelu_exact" (not in the original) is the erf form, which Hugging Face calls "gelu",
+# so that checkpoints converted from there compute what they computed.
+SUPPORTED_ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
 
 
 @dataclasses.dataclass
@@ -33,6 +35,9 @@ class BertConfig:
   max_position_embeddings: int = 512
   type_vocab_size: int = 16
   initializer_range: float = 0.02
+
+  # The file the config was read from (not a field: never written), for error messages.
+  source_file = None
 
   def __post_init__(self):
     self.validate()
@@ -104,7 +109,10 @@ class BertConfig:
 
   @classmethod
   def from_json_file(cls, json_file):
-    """Reads a `bert_config.json`; errors name the file and what to fix."""
+    """Reads a `bert_config.json`, or an HF BERT `config.json` (translated by hf_checkpoints).
+
+    Errors name the file and what to fix.
+    """
     if not json_file:
       raise UserInputError("No BERT config file given: pass --bert_config_file=PATH/bert_config.json.")
     if not os.path.isfile(json_file):
@@ -119,7 +127,14 @@ class BertConfig:
       data = json.loads(text)
     except json.JSONDecodeError as e:
       raise UserInputError("BERT config file %s is not valid JSON: %s." % (json_file, e)) from None
-    return cls.from_dict(data, source="BERT config file %s" % json_file)
+    if isinstance(data, dict) and "model_type" in data:
+      # A Hugging Face config.json: translated (activation names, defaults) there.
+      from bert_tf import hf_checkpoints
+      config = hf_checkpoints.config_from_hf(data, json_file)
+    else:
+      config = cls.from_dict(data, source="BERT config file %s" % json_file)
+    config.source_file = json_file
+    return config
 
   def to_dict(self):
     return copy.deepcopy(dataclasses.asdict(self))

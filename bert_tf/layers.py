@@ -26,6 +26,11 @@ def gelu(x):
   return keras.activations.gelu(x, approximate=True)
 
 
+def gelu_exact(x):
+  """The exact erf GELU (Hugging Face's "gelu"); bert_tf's name is "gelu_exact"."""
+  return keras.activations.gelu(x, approximate=False)
+
+
 def get_activation(name):
   """Maps a `hidden_act` string to a function, as the original `get_activation`."""
   if not isinstance(name, str):
@@ -33,7 +38,8 @@ def get_activation(name):
   name = name.lower()
   if name in ("", "linear"):
     return None
-  return {"gelu": gelu, "relu": keras.activations.relu, "tanh": keras.activations.tanh}[name]
+  return {"gelu": gelu, "gelu_exact": gelu_exact, "relu": keras.activations.relu,
+          "tanh": keras.activations.tanh}[name]
 
 
 def truncated_normal(initializer_range):
