@@ -124,6 +124,7 @@ def _results(path):
   return dict(line.split(" = ") for line in open(path).read().splitlines())
 
 
+@pytest.mark.slow
 def test_fine_tuning_lowers_the_loss_and_writes_results(tmp_path):
   data = tmp_path / "MRPC"
   shutil.copytree(DATA / "MRPC", data)
@@ -151,6 +152,7 @@ def test_fine_tuning_lowers_the_loss_and_writes_results(tmp_path):
   assert list(reader.get_tensor("output_weights").shape) == [2, 32]
 
 
+@pytest.mark.slow
 def test_regression_task_and_unknown_task(tmp_path):
   header = ["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1",
             "sentence2", "score"]
@@ -170,6 +172,7 @@ def test_regression_task_and_unknown_task(tmp_path):
   assert result.returncode == 2 and "Task not found: nope. Known tasks:" in result.stderr
 
 
+@pytest.mark.slow
 def test_checkpoint_of_another_config_is_a_clear_error(tmp_path):
   wide = tmp_path / "config.json"
   wide.write_text(open(TINY_CONFIG).read().replace('"intermediate_size": 64',
@@ -182,6 +185,7 @@ def test_checkpoint_of_another_config_is_a_clear_error(tmp_path):
   assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_export_dir_gives_a_savedmodel_answering_raw_text_in_a_fresh_process(tmp_path):
   export_dir = tmp_path / "export"
   result = _run(*_common(DATA / "MRPC", tmp_path / "out", "--do_train", "--train_batch_size=4",

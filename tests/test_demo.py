@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
 QUICK_STEPS = 20  # demo.QUICK["pretrain_steps"]

@@ -94,6 +94,7 @@ def test_squad_always_runs_at_full_length():
   assert not squad.SquadModel(tiny_config(), dynamic_length=True).dynamic_length
 
 
+@pytest.mark.slow
 def test_training_steps_on_a_padded_batch_equal_the_fixed_length_steps():
   """Same losses, gradient norms and weights after 4 steps, cut or not (no dropout)."""
   ref = np.load(FORWARD / "pretrain_heads_forward.npz")

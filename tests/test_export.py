@@ -17,6 +17,8 @@ from bert_tf.tasks import glue
 from bert_tf.tasks.classifier_export import export_classifier
 from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
 
+pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
+
 HEAD_CKPT = str(FIXTURES / "checkpoint" / "classifier_head_3labels" / "head.ckpt")
 LABELS = ["contradiction", "entailment", "neutral"]
 SEQ = 32

@@ -22,6 +22,8 @@ from bert_tf.tasks import squad, squad_export
 from bert_tf.text import BertTextTokenizer
 from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
 
+pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
+
 SQUAD = FIXTURES / "squad"
 HEAD_CKPT = str(FIXTURES / "checkpoint" / "squad_head" / "head.ckpt")
 SEQ, STRIDE, MAX_QUERY = 64, 32, 16

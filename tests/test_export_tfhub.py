@@ -15,6 +15,8 @@ from bert_tf import checkpoints, export, packing, text, tfhub_export, tokenizati
 from bert_tf.errors import UserInputError
 from conftest import TINY_CONFIG, TINY_DIR, VOCAB_UNCASED, tiny_pretraining_model
 
+pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ = 16
 TEXTS = ["Hello world!", "", "Héllo ΟΔΟΣ wörld 中文字符 naïve café",

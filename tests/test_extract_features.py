@@ -99,6 +99,7 @@ def _run(*args, cwd=ROOT):
                         cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_command_line_writes_jsonl_and_reports_errors_cleanly(tmp_path):
   inputs = tmp_path / "input.txt"
   inputs.write_text("Who was Jim Henson ? ||| Jim Henson was a puppeteer\n")
@@ -119,6 +120,7 @@ def test_command_line_writes_jsonl_and_reports_errors_cleanly(tmp_path):
   assert result.returncode == 2 and "out of range for a 2-layer model" in result.stderr
 
 
+@pytest.mark.slow
 def test_command_line_matches_the_original_scripts_output(tmp_path):
   """Golden JSONL written by the original extract_features.py (see fixtures README)."""
   golden_dir = os.path.join(ROOT, "tests", "fixtures", "extract_features")

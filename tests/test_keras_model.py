@@ -65,6 +65,7 @@ def test_outputs_have_tf_hub_names_and_shapes():
     encoder({"input_ids": _batch()["input_word_ids"]})
 
 
+@pytest.mark.slow
 def test_functional_model_fits_and_survives_a_keras_file(tmp_path):
   keras.utils.set_random_seed(1)
   model = _classifier(tiny_config())

@@ -72,6 +72,7 @@ def test_weight_decay_exclusions_follow_google_names():
   assert not excluded("cls/seq_relationship/output_weights")
 
 
+@pytest.mark.slow
 def test_accumulated_micro_batches_update_like_one_big_batch():
   """Two micro-batches of 2 (with uneven masked-LM weights) == one batch of 4."""
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")

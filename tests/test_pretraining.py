@@ -80,6 +80,7 @@ def test_eval_metrics_match_the_original_metric_fn(tmp_path):
   assert result["global_step"] == 0
 
 
+@pytest.mark.slow
 def test_train_eval_and_google_layout_outputs(seq64_data, tmp_path):
   out = tmp_path / "run"
   result = _python("run_pretraining.py", *_pretrain_args(
@@ -105,6 +106,7 @@ def test_train_eval_and_google_layout_outputs(seq64_data, tmp_path):
   assert again.returncode == 0 and "nothing to do" in again.stderr
 
 
+@pytest.mark.slow
 def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path):
   # Dropout on (the tiny config's 0.1): the masks after the restart must be the ones an
   # uninterrupted run draws, so the seed states are part of the training state.
@@ -130,6 +132,7 @@ def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path):
   _assert_same_weights(str(straight / "model.ckpt-10"), str(killed / "model.ckpt-10"), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_mirrored_on_two_cpus_equals_one_device(seq64_data, tmp_path):
   common = ["--do_train", "--train_batch_size=8", "--num_train_steps=3", "--save_checkpoints_steps=3"]
   one = tmp_path / "one"
@@ -143,6 +146,7 @@ def test_mirrored_on_two_cpus_equals_one_device(seq64_data, tmp_path):
   _assert_same_weights(str(one / "model.ckpt-3"), str(two / "model.ckpt-3"), atol=2e-6)
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_flag_equals_the_full_batch(seq64_data, tmp_path):
   common = ["--do_train", "--train_batch_size=8", "--num_train_steps=2", "--save_checkpoints_steps=2"]
   full, accumulated = tmp_path / "full", tmp_path / "acc"
@@ -197,6 +201,7 @@ def _finish(processes, stop_at_step=None):
   return [p.returncode for p in processes], [seen + outputs[0], outputs[1]]
 
 
+@pytest.mark.slow
 def test_multi_worker_mirrored_runs_with_two_local_workers(seq64_data, tmp_path):
   out = tmp_path / "mw"
   codes, outputs = _finish(_launch_two_workers(seq64_data, out, "--num_train_steps=2",
@@ -206,6 +211,7 @@ def test_multi_worker_mirrored_runs_with_two_local_workers(seq64_data, tmp_path)
   assert _weights(str(out / "model.ckpt-2"))["global_step"] == 2
 
 
+@pytest.mark.slow
 def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path):
   out = tmp_path / "bad"
   base = ["--do_train", "--train_batch_size=4", "--num_train_steps=2"]
@@ -242,6 +248,7 @@ def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path)
   assert not list(out.glob("model.ckpt-*")) and not (out / "training_state").exists()
 
 
+@pytest.mark.slow
 def test_a_failed_save_leaves_the_last_good_checkpoint_readable(tmp_path, monkeypatch):
   from bert_tf import checkpoints
   out = str(tmp_path / "run")
@@ -272,6 +279,7 @@ def test_a_failed_save_leaves_the_last_good_checkpoint_readable(tmp_path, monkey
 
 @pytest.mark.parametrize("flags", [["--mixed_precision=bfloat16"], ["--mixed_precision=float16"],
                                    ["--jit_compile"], ["--optimizer=lamb"]])
+@pytest.mark.slow
 def test_precision_xla_and_lamb_flags_train(seq64_data, tmp_path, flags):
   out = tmp_path / "run"
   result = _python("run_pretraining.py", *_pretrain_args(
@@ -285,6 +293,7 @@ def test_precision_xla_and_lamb_flags_train(seq64_data, tmp_path, flags):
   assert weights["bert/embeddings/word_embeddings"].dtype == np.float32
 
 
+@pytest.mark.slow
 def test_multi_worker_sigterm_saves_on_every_worker_and_resumes_exactly(seq64_data, tmp_path):
   """TensorFlow's PreemptionCheckpointHandler: SIGTERM on one worker, every worker saves at the
   same step and exits 143; the same command resumes both to the uninterrupted weights."""

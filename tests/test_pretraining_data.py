@@ -138,6 +138,7 @@ def _run(*args):
                         capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_command_line_with_original_flags(tmp_path):
   out = tmp_path / "a.tfrecord"
   result = _run("--input_file=%s" % CORPUS, "--output_file=%s" % out,
@@ -171,6 +172,7 @@ def test_a_file_without_text_is_an_error_naming_it(tokenizer, tmp_path):
   assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.txt", "empty.txt"]
 
 
+@pytest.mark.slow
 def test_command_line_stops_on_a_file_without_text_and_writes_nothing(tmp_path):
   empty = tmp_path / "empty.txt"
   empty.write_bytes(b"\n\n")

@@ -13,6 +13,8 @@ import tensorflow as tf
 from bert_tf import example_codec, pretraining_data_beam, tokenization
 from conftest import FIXTURES, VOCAB_UNCASED
 
+pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
+
 DATA = FIXTURES / "pretraining_data"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = ["--vocab_file=%s" % VOCAB_UNCASED, "--dupe_factor=2", "--max_seq_length=64",

@@ -165,6 +165,7 @@ def _run_squad(*args):
                         capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_predictions_from_a_google_checkpoint_match_the_originals_logits(tokenizer, tmp_path):
   """Encoder + cls/squad head in Google's layout -> the same answers as the original's logits."""
   from bert_tf import checkpoints, heads
@@ -207,6 +208,7 @@ def test_predictions_from_a_google_checkpoint_match_the_originals_logits(tokeniz
   assert sorted(metrics) == ["exact_match", "f1"]
 
 
+@pytest.mark.slow
 def test_train_predict_evaluate_v2_end_to_end(tmp_path):
   from conftest import TINY_CKPT, TINY_CONFIG
   result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
@@ -232,6 +234,7 @@ def test_train_predict_evaluate_v2_end_to_end(tmp_path):
   assert bad.returncode == 2 and "--version_2_with_negative" in bad.stderr
 
 
+@pytest.mark.slow
 def test_export_dir_writes_an_answering_savedmodel(tmp_path):
   from conftest import TINY_CKPT, TINY_CONFIG
   from bert_tf import export

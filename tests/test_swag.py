@@ -71,6 +71,7 @@ def _run(*args):
                         capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_training_lowers_the_loss_and_stores_the_head_under_its_documented_name(tmp_path):
   data = tmp_path / "data"
   data.mkdir()
@@ -98,6 +99,7 @@ def test_training_lowers_the_loss_and_stores_the_head_under_its_documented_name(
   assert shapes["cls/swag/output_weights"] == [1, 32]
 
 
+@pytest.mark.slow
 def test_export_answers_raw_text_like_the_python_path_in_a_fresh_process(tmp_path):
   import json
   import numpy as np
@@ -133,6 +135,7 @@ def test_export_answers_raw_text_like_the_python_path_in_a_fresh_process(tmp_pat
   assert abs(sum(got[1]) - 1) < 1e-5
 
 
+@pytest.mark.slow
 def test_run_swag_export_dir(tmp_path):
   from bert_tf import export
   result = _run("--data_dir=%s" % tmp_path, "--vocab_file=%s" % VOCAB_UNCASED,

@@ -332,6 +332,7 @@ def test_words_and_tensor_seq_length(tokenizers):
     pack(words, tok.tokenize_words(texts_b), tf.constant(2))
 
 
+@pytest.mark.slow
 def test_tf_function_tf_data_and_saved_model(tmp_path):
   vocab = tmp_path / "vocab.txt"
   shutil.copy(VOCAB_UNCASED, vocab)
