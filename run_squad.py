@@ -164,6 +164,10 @@ def evaluate(predictions, null_odds):
     result = squad_metrics.evaluate_v2(dataset_json, predictions, null_odds)
   else:
     result = squad_metrics.evaluate_v1(dataset_json, predictions)
+    if result.get("skipped_without_answers"):
+      logging.warning("%s: %d questions have no answers and are left out of the v1.1 "
+                      "evaluation (for SQuAD 2.0 data use --version_2_with_negative=true)",
+                      FLAGS.predict_file, result["skipped_without_answers"])
   path = os.path.join(FLAGS.output_dir, "eval_results.json")
   with tf.io.gfile.GFile(path, "w") as f:
     f.write(json.dumps(result, indent=2) + "\n")

@@ -57,17 +57,31 @@ def _questions(dataset):
 
 
 def evaluate_v1(dataset, predictions):
-  """{"exact_match", "f1"} in percent; unanswered questions score 0."""
+  """{"exact_match", "f1"} in percent over the questions that have answers.
+
+  A question without predictions scores 0, as in evaluate-v1.1.py. Questions without any answer (a
+  v2.0 file read in v1.1 mode) have nothing to score against; evaluate-v1.1.py crashes on them, here
+  they are left out and counted in "skipped_without_answers" (present only when non-zero).
+  """
   total = exact = f1 = 0.0
+  skipped = 0
   for qa in _questions(dataset):
+    truths = [answer["text"] for answer in qa.get("answers", [])]
+    if not truths:
+      skipped += 1
+      continue
     total += 1
     if qa["id"] not in predictions:
       continue
-    truths = [answer["text"] for answer in qa["answers"]]
     prediction = predictions[qa["id"]]
     exact += max(exact_match(prediction, t) for t in truths)
     f1 += max(f1_v1(prediction, t) for t in truths)
-  return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1 / total}
+  if not total:
+    raise ValueError("no question in the dataset has an answer to score against")
+  result = {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1 / total}
+  if skipped:
+    result["skipped_without_answers"] = skipped
+  return result
 
 
 def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):

@@ -145,6 +145,10 @@ def test_official_metrics_hand_worked():
   answerable = [{"paragraphs": [{"qas": dataset[0]["paragraphs"][0]["qas"][:2]}]}]
   v1 = squad_metrics.evaluate_v1(answerable, predictions)
   assert v1["exact_match"] == pytest.approx(50.0) and v1["f1"] == pytest.approx(70.0)
+  assert "skipped_without_answers" not in v1
+  # A v2.0 file scored in v1.1 mode: c and d have nothing to score against and are left out.
+  assert squad_metrics.evaluate_v1(dataset, predictions) == pytest.approx(
+      {"exact_match": 50.0, "f1": 70.0, "skipped_without_answers": 2})
   v2 = squad_metrics.evaluate_v2(dataset, predictions,
                                  na_probs={"a": -2.0, "b": -1.0, "c": 3.0, "d": 0.5})
   assert v2["total"] == 4 and v2["HasAns_total"] == 2 and v2["NoAns_total"] == 2
@@ -261,3 +265,21 @@ def test_get_final_text_follows_strip_accents():
   # The original's tokenizer strips the accent, cannot align, and returns the whole word.
   assert squad.get_final_text("café", "Café!", True) == "Café!"
   assert squad.get_final_text("cafe", "Café!", True) == "Café"
+
+
+@pytest.mark.slow
+def test_v1_prediction_on_a_file_with_unanswerable_questions_scores_the_answerable_ones(tmp_path):
+  """A v2.0 predict file in v1.1 mode: predictions for all 21, metrics over the 16 with answers."""
+  from conftest import TINY_CKPT, TINY_CONFIG
+  result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
+                      "--init_checkpoint=%s" % TINY_CKPT, "--do_predict",
+                      "--predict_file=%s" % (DATA / "squad_v2_tiny.json"), "--max_seq_length=64",
+                      "--doc_stride=32", "--max_query_length=16",
+                      "--output_dir=%s" % (tmp_path / "out"))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  assert "5 questions have no answers and are left out" in result.stderr
+  assert len(json.loads((tmp_path / "out" / "predictions.json").read_text())) == 21
+  metrics = json.loads((tmp_path / "out" / "eval_results.json").read_text())
+  assert sorted(metrics) == ["exact_match", "f1", "skipped_without_answers"]
+  assert metrics["skipped_without_answers"] == 5 and 0.0 <= metrics["exact_match"] <= metrics["f1"]
