@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from bert_tf import input_pipeline, optimization, training
 from bert_tf.config import BertConfig
+from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import PretrainingTask
 from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 
@@ -211,6 +212,35 @@ def test_multi_worker_mirrored_runs_with_two_local_workers(seq64_data, tmp_path)
   assert _weights(str(out / "model.ckpt-2"))["global_step"] == 2
 
 
+def test_a_record_file_cut_short_is_found_up_front_with_its_byte_offset(tmp_path):
+  records = [b"r" * n for n in (5, 300, 17, 0, 64)]
+  path = tmp_path / "whole.tfrecord"
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for record in records:
+      writer.write(record)
+  data = path.read_bytes()
+  # TFRecord framing: 8-byte length, 4-byte length CRC, the record, 4-byte record CRC.
+  starts = np.cumsum([0] + [16 + len(r) for r in records])
+  assert starts[-1] == len(data)
+  assert input_pipeline.check_complete([str(path)]) == [5]
+  for cut in (1, 4, 20, 70, 79):  # inside the last record's data, CRC or header
+    short = tmp_path / "short.tfrecord"
+    short.write_bytes(data[:len(data) - cut])
+    with pytest.raises(UserInputError, match=r"short.tfrecord is cut short: record 4 at byte "
+                       r"offset %d .*ends at byte %d" % (starts[4], len(data) - cut)):
+      input_pipeline.check_complete([str(short)])
+  short.write_bytes(data[:starts[3] + 5])  # the cut lands inside a header
+  with pytest.raises(UserInputError, match="record 3 at byte offset %d has an incomplete header"
+                     % starts[3]):
+    input_pipeline.record_dataset([str(path), str(short)], {}, 2, is_training=False)
+  flipped = bytearray(data)
+  flipped[starts[2] + 1] ^= 0x40  # a length header that no longer matches its CRC
+  short.write_bytes(bytes(flipped))
+  with pytest.raises(UserInputError, match="length header of record 2 at byte offset %d fails"
+                     % starts[2]):
+    input_pipeline.check_complete([str(short)])
+
+
 @pytest.mark.slow
 def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path):
   out = tmp_path / "bad"
@@ -229,6 +259,12 @@ def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path)
   result = _python("run_pretraining.py", *args)
   assert result.returncode == 2
   assert "feature input_ids has length 64, expected 32" in result.stderr
+
+  cut = tmp_path / "cut.tfrecord"
+  cut.write_bytes(open(first, "rb").read()[:-100])  # an interrupted copy
+  result = _python("run_pretraining.py", *_pretrain_args(str(cut), out, *base))
+  assert result.returncode == 2 and "cut.tfrecord is cut short: record" in result.stderr
+  assert "Traceback" not in result.stderr
 
   corrupt = tmp_path / "corrupt.tfrecord"
   data = bytearray(open(first, "rb").read())
