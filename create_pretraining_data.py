@@ -19,36 +19,18 @@ import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 import tensorflow as tf
 
-from bert_tf import cli, pretraining_data, tokenization
+from bert_tf import cli, pretraining_data
 from bert_tf.errors import UserInputError
 from bert_tf.progress import Progress
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input_file", None,
-                    "Input raw text file (or comma-separated list of files; globs allowed).")
-flags.DEFINE_string("output_file", None,
-                    "Output TF example file (or comma-separated list of files, written round-robin).")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_bool("do_lower_case", True,
-                  "Whether to lower case the input text. Should be True for uncased models and "
-                  "False for cased models.")
-flags.DEFINE_bool("strip_accents", None, tokenization.STRIP_ACCENTS_HELP)
-flags.DEFINE_bool("do_whole_word_mask", False,
-                  "Whether to use whole word masking rather than per-WordPiece masking.")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-flags.DEFINE_integer("max_predictions_per_seq", 20,
-                     "Maximum number of masked LM predictions per sequence.")
-flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-flags.DEFINE_integer("dupe_factor", 10,
-                     "Number of times to duplicate the input data (with different masks).")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float("short_seq_prob", 0.1,
-                   "Probability of creating sequences which are shorter than the maximum length.")
+cli.define_pretraining_data_flags()
 flags.DEFINE_integer("documents_per_shard", 0,
                      "0 (default): hold the whole corpus in memory and write exactly the original's "
                      "records. N > 0: stream the corpus N documents at a time with bounded memory "
                      "(different, equally valid records).")
+flags.adopt_module_key_flags(cli)  # --help lists the shared flags too
 
 
 def expand_input_files(patterns):
@@ -62,27 +44,11 @@ def expand_input_files(patterns):
   return files
 
 
-def check_flags():
-  if FLAGS.max_seq_length < 5:
-    raise UserInputError("--max_seq_length must be at least 5 ([CLS] a [SEP] b [SEP]).")
-  if FLAGS.max_predictions_per_seq < 1:
-    raise UserInputError("--max_predictions_per_seq must be positive.")
-  if FLAGS.dupe_factor < 1:
-    raise UserInputError("--dupe_factor must be positive.")
-  if not 0 <= FLAGS.masked_lm_prob <= 1 or not 0 <= FLAGS.short_seq_prob <= 1:
-    raise UserInputError("--masked_lm_prob and --short_seq_prob must be in [0, 1].")
+def main(_):
+  cli.check_pretraining_data_flags(FLAGS)
   if FLAGS.documents_per_shard < 0:
     raise UserInputError("--documents_per_shard must be 0 (whole corpus) or positive.")
-
-
-def main(_):
-  cli.require_flags(FLAGS, "input_file", "output_file", "vocab_file")
-  check_flags()
-  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
-                                         FLAGS.strip_accents)
-  for special in ("[CLS]", "[SEP]", "[MASK]"):
-    if special not in tokenizer.vocab:
-      raise UserInputError("Vocab file %s has no %s token." % (FLAGS.vocab_file, special))
+  tokenizer = cli.pretraining_data_tokenizer(FLAGS)
   input_files = expand_input_files(FLAGS.input_file)
   output_files = FLAGS.output_file.split(",")
   for output_file in output_files:

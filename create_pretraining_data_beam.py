@@ -22,11 +22,10 @@ import json
 import logging as std_logging
 import os
 import re
-import sys
 import time
 
 import bert_tf  # noqa: F401  (environment defaults)
-from absl import app, flags, logging
+from absl import flags, logging
 
 std_logging.disable(std_logging.WARNING)  # Beam's import warns about optional GCP clients
 try:
@@ -35,38 +34,22 @@ try:
 finally:
   std_logging.disable(std_logging.NOTSET)
 
-from bert_tf import cli, pretraining_data_beam, tokenization  # noqa: E402
+from bert_tf import cli, pretraining_data_beam  # noqa: E402
 from bert_tf.errors import UserInputError  # noqa: E402
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
-flags.DEFINE_string("input_file", None,
-                    "Input raw text files: comma-separated globs. File i of the sorted list gets "
-                    "seed --random_seed + i.")
-flags.DEFINE_string("output_file", None,
-                    "Output prefix: shards are written as <output_file>-SSSSS-of-NNNNN.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_bool("do_lower_case", True,
-                  "Whether to lower case the input text. Should be True for uncased models and "
-                  "False for cased models.")
-flags.DEFINE_bool("strip_accents", None, tokenization.STRIP_ACCENTS_HELP)
-flags.DEFINE_bool("do_whole_word_mask", False,
-                  "Whether to use whole word masking rather than per-WordPiece masking.")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-flags.DEFINE_integer("max_predictions_per_seq", 20,
-                     "Maximum number of masked LM predictions per sequence.")
-flags.DEFINE_integer("random_seed", 12345,
-                     "Random seed for data generation; input file i uses random_seed + i.")
-flags.DEFINE_integer("dupe_factor", 10,
-                     "Number of times to duplicate the input data (with different masks).")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float("short_seq_prob", 0.1,
-                   "Probability of creating sequences which are shorter than the maximum length.")
+cli.define_pretraining_data_flags(
+    input_file_help="Input raw text files: comma-separated globs. File i of the sorted list "
+                    "gets seed --random_seed + i.",
+    output_file_help="Output prefix: shards are written as <output_file>-SSSSS-of-NNNNN.",
+    random_seed_help="Random seed for data generation; input file i uses random_seed + i.")
 flags.DEFINE_integer("num_shards", 0,
                      "Number of output shards; 0 (default): the runner decides (one per bundle, "
                      "e.g. one per local worker). A fixed number makes the runner shuffle every "
                      "record, which the local runner does in memory.")
+flags.adopt_module_key_flags(cli)  # --help lists the shared flags too
 
 _OWN_FLAGS = ("input_file", "output_file", "vocab_file", "do_lower_case", "strip_accents",
               "do_whole_word_mask", "max_seq_length", "max_predictions_per_seq", "random_seed",
@@ -121,14 +104,7 @@ def quiet_local_runner():
 
 
 def check_flags():
-  if FLAGS.max_seq_length < 5:
-    raise UserInputError("--max_seq_length must be at least 5 ([CLS] a [SEP] b [SEP]).")
-  if FLAGS.max_predictions_per_seq < 1:
-    raise UserInputError("--max_predictions_per_seq must be positive.")
-  if FLAGS.dupe_factor < 1:
-    raise UserInputError("--dupe_factor must be positive.")
-  if not 0 <= FLAGS.masked_lm_prob <= 1 or not 0 <= FLAGS.short_seq_prob <= 1:
-    raise UserInputError("--masked_lm_prob and --short_seq_prob must be in [0, 1].")
+  cli.check_pretraining_data_flags(FLAGS)
   if FLAGS.num_shards < 0:
     raise UserInputError("--num_shards must be 0 (the runner decides) or positive.")
   if "," in FLAGS.output_file:
@@ -153,13 +129,8 @@ def main(argv):
   runner = options.get_all_options()["runner"]
   if runner in ("DirectRunner", "direct"):
     quiet_local_runner()
-  cli.require_flags(FLAGS, "input_file", "output_file", "vocab_file")
   check_flags()
-  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
-                                         FLAGS.strip_accents)
-  for special in ("[CLS]", "[SEP]", "[MASK]"):
-    if special not in tokenizer.vocab:
-      raise UserInputError("Vocab file %s has no %s token." % (FLAGS.vocab_file, special))
+  tokenizer = cli.pretraining_data_tokenizer(FLAGS)
   input_files = pretraining_data_beam.expand_input_files(FLAGS.input_file)
   left = pretraining_data_beam.existing_shards(FLAGS.output_file)
   if left:
@@ -196,19 +167,5 @@ def main(argv):
                len(shards), time.monotonic() - start)
 
 
-def run():
-  """cli.run's clean errors, with absl leaving Beam's options alone."""
-
-  def guarded(argv):
-    try:
-      return main(argv)
-    except UserInputError as e:
-      logging.flush()
-      print("error: %s" % e, file=sys.stderr)
-      sys.exit(2)
-
-  app.run(guarded, flags_parser=parse_flags)
-
-
 if __name__ == "__main__":
-  run()
+  cli.run(main, flags_parser=parse_flags)  # absl leaves Beam's options alone

@@ -19,13 +19,9 @@ FLAGS = flags.FLAGS
 
 flags.DEFINE_string("bert_config_file", None,
                     "The config json file corresponding to the pre-trained BERT model.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
 flags.DEFINE_string("init_checkpoint", None,
                     "Checkpoint of the pre-trained BERT model (Google's layout).")
-flags.DEFINE_bool("do_lower_case", True,
-                  "Whether to lower case the input text. Should be True for uncased models and "
-                  "False for cased models.")
-flags.DEFINE_bool("strip_accents", None, tokenization.STRIP_ACCENTS_HELP)
+cli.define_tokenizer_flags()
 flags.DEFINE_string("encoder_export_dir", None,
                     "Folder for the encoder SavedModel (must not exist or be empty).")
 flags.DEFINE_string("preprocessor_export_dir", None,
@@ -36,6 +32,7 @@ flags.DEFINE_integer("seq_length", 128,
 flags.DEFINE_bool("with_mlm", False,
                   "Also export the masked-LM head as the encoder's `mlm` sub-object (the "
                   "checkpoint must contain cls/predictions/*).")
+flags.adopt_module_key_flags(cli)  # --help lists the tokenizer flags too
 
 
 def main(_):

@@ -33,11 +33,7 @@ flags.DEFINE_integer("max_seq_length", 128,
                      "than this will be padded.")
 flags.DEFINE_string("init_checkpoint", None,
                     "Initial checkpoint (usually from a pre-trained BERT model).")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_bool("do_lower_case", True,
-                  "Whether to lower case the input text. Should be True for uncased models and "
-                  "False for cased models.")
-flags.DEFINE_bool("strip_accents", None, tokenization.STRIP_ACCENTS_HELP)
+cli.define_tokenizer_flags()
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; features are computed on the "
                   "local CPU/GPU devices.")
@@ -51,6 +47,7 @@ flags.DEFINE_bool("pad_to_max_seq_length", False,
                   "Run every batch at --max_seq_length as the original. By default each batch "
                   "runs at its longest real sequence (a multiple of 16 under XLA): the same "
                   "values, faster.")
+flags.adopt_module_key_flags(cli)  # --help lists the tokenizer flags too
 
 
 def main(_):
