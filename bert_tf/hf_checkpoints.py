@@ -178,6 +178,18 @@ def _names(items, limit=8):
   return text
 
 
+def _name_problems(missing, unexpected, mismatched, unexpected_label):
+  """The missing, unexpected and misshapen names, worded alike in both directions."""
+  problems = []
+  if missing:
+    problems.append("missing %s" % _names(missing))
+  if unexpected:
+    problems.append("%s %s" % (unexpected_label, _names(unexpected)))
+  if mismatched:
+    problems.append("shape mismatch %s" % _names(mismatched))
+  return problems
+
+
 # ---------------------------------------------------------------------------------------------
 # Configs and activations.
 
@@ -349,12 +361,7 @@ def hf_to_google(state, config, source, architectures=()):
   fix = ""
   if missing or unexpected or mismatched:
     fix = " Check that config.json belongs to these weights."
-  if missing:
-    problems.append("missing %s" % _names(missing))
-  if unexpected:
-    problems.append("unexpected %s" % _names(unexpected))
-  if mismatched:
-    problems.append("shape mismatch %s" % _names(mismatched))
+  problems.extend(_name_problems(missing, unexpected, mismatched, "unexpected"))
   if problems:
     raise UserInputError("%s does not hold a BERT that bert_tf can load as its config "
                          "describes it: %s.%s" % (source, "; ".join(problems), fix))
@@ -406,12 +413,8 @@ def google_to_hf(variables, config, source):
   architecture = _ARCHITECTURES.get(tuple(heads))
   if architecture is None:
     problems.append("no Hugging Face BERT class has these heads together: %s" % ", ".join(heads))
-  if missing:
-    problems.append("missing %s" % _names(missing))
-  if unexpected:
-    problems.append("no Hugging Face equivalent for %s" % _names(unexpected))
-  if mismatched:
-    problems.append("shape mismatch %s" % _names(mismatched))
+  problems.extend(_name_problems(missing, unexpected, mismatched,
+                                 "no Hugging Face equivalent for"))
   if problems:
     raise UserInputError("Checkpoint %s cannot be converted with its BERT config: %s. Check "
                          "that the bert_config.json belongs to this checkpoint." %
