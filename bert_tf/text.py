@@ -242,9 +242,7 @@ class BertTextTokenizer(tf.Module):
 
     `strings` is a 1-D string tensor (a scalar gives a 1-D tensor of words).
     """
-    strings, scalar = _as_string_vector(strings)
-    words = self._basic_tokenize(strings)
-    return words[0] if scalar else words
+    return _per_string_vector(self._basic_tokenize, strings)
 
   @_plain_python
   def tokenize(self, strings):
@@ -252,9 +250,7 @@ class BertTextTokenizer(tf.Module):
 
     `strings` is a 1-D string tensor (a scalar gives a 1-D tensor of ids).
     """
-    strings, scalar = _as_string_vector(strings)
-    ids = self._tokenize(strings)
-    return ids[0] if scalar else ids
+    return _per_string_vector(self._tokenize, strings)
 
   @_plain_python
   def tokenize_words(self, strings):
@@ -263,9 +259,7 @@ class BertTextTokenizer(tf.Module):
     The words are the BasicTokenizer's; flattening the last two dimensions gives
     `tokenize` (the TF-Hub preprocessors' `tokenize` has this shape).
     """
-    strings, scalar = _as_string_vector(strings)
-    ids = self._tokenize_words(strings)
-    return ids[0] if scalar else ids
+    return _per_string_vector(self._tokenize_words, strings)
 
   @_plain_python
   def tokenize_to_pieces(self, strings):
@@ -403,6 +397,13 @@ def _as_string_vector(strings):
     raise ValueError("Expected a 1-D tensor of strings (or a scalar), got shape %s." %
                      strings.shape)
   return tf.ensure_shape(strings, [None]), False
+
+
+def _per_string_vector(batch_fn, strings):
+  """`batch_fn` of a 1-D string tensor; a scalar string gives batch_fn's first row."""
+  strings, scalar = _as_string_vector(strings)
+  out = batch_fn(strings)
+  return out[0] if scalar else out
 
 
 @_plain_python
