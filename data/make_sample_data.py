@@ -127,6 +127,13 @@ def in_order(rng, sentences, count):
   return [sentences[i] for i in sorted(rng.sample(range(len(sentences)), count))]
 
 
+def story(rng, fields, opening, body, fewest, most):
+  """An opening sentence, then `fewest` to `most` of the body's in order, filled in: the shape
+  of every document kind but the weather diary."""
+  sentences = [rng.choice(opening)] + in_order(rng, body, rng.randint(fewest, most))
+  return [cap(s.format(**fields)) for s in sentences]
+
+
 def town_document(world, rng):
   town = world.town()
   other = world.town()
@@ -179,8 +186,7 @@ def town_document(world, rng):
       "Young people from {town} often move to {other} to study.",
       "Cyclists like the quiet roads between {town} and {other}.",
   ]
-  sentences = [rng.choice(opening)] + in_order(rng, body, rng.randint(8, 18))
-  return [cap(s.format(**f)) for s in sentences]
+  return story(rng, f, opening, body, 8, 18)
 
 
 def person_document(world, rng):
@@ -222,8 +228,7 @@ def person_document(world, rng):
       "{last} says the light in {town2} changed the way {p} works.",
       "A short film about {name} was shown at the festival in {town2}.",
   ]
-  sentences = [rng.choice(opening)] + in_order(rng, body, rng.randint(7, 15))
-  return [cap(s.format(**f)) for s in sentences]
+  return story(rng, f, opening, body, 7, 15)
 
 
 def product_document(world, rng):
@@ -260,8 +265,7 @@ def product_document(world, rng):
       "The box is made from recycled cardboard.",
       "Spare parts can be ordered directly from {brand}.",
   ]
-  sentences = [rng.choice(opening)] + in_order(rng, body, rng.randint(7, 14))
-  return [cap(s.format(**f)) for s in sentences]
+  return story(rng, f, opening, body, 7, 14)
 
 
 def sports_document(world, rng):
@@ -299,8 +303,7 @@ def sports_document(world, rng):
       "The {rival} have been their rivals for more than fifty years.",
       "{coach} believes the team can win the cup next year.",
   ]
-  sentences = [rng.choice(opening)] + in_order(rng, body, rng.randint(7, 14))
-  return [cap(s.format(**f)) for s in sentences]
+  return story(rng, f, opening, body, 7, 14)
 
 
 def degrees(t):
@@ -378,8 +381,7 @@ def company_document(world, rng):
       "The old workshop in {town} is now a small museum.",
       "{founder} believed that a good tool should last a lifetime.",
   ]
-  sentences = [rng.choice(opening)] + in_order(rng, body, rng.randint(6, 12))
-  return [cap(s.format(**f)) for s in sentences]
+  return story(rng, f, opening, body, 6, 12)
 
 
 DOCUMENT_KINDS = [town_document, person_document, product_document, sports_document,
