@@ -39,3 +39,15 @@ def tiny_pretraining_model():
   nsp.build()
   checkpoints.load_checkpoint(TINY_CKPT, encoder, [mlm, nsp])
   return encoder, mlm, nsp
+
+
+def pretraining_model(config):
+  """A fresh encoder with built MLM and NSP heads, named as in the tests' checkpoints."""
+  from bert_tf import heads
+  from bert_tf.modeling import BertModel
+  encoder = BertModel(config)
+  mlm = heads.MaskedLMHead(config, encoder.get_embedding_table(), name="mlm")
+  nsp = heads.NextSentenceHead(config, name="nsp")
+  mlm.build()
+  nsp.build()
+  return encoder, mlm, nsp

@@ -1,11 +1,8 @@
 """SavedModel export of the classifier: answers equal the Python path, anywhere it loads."""
 
-import json
 import os
 import shutil
-import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -16,6 +13,7 @@ from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
 from bert_tf.tasks.classifier_export import export_classifier
 from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
+from helpers import call_concurrently, run_isolated, run_saved_model_cli, run_serving_script
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
 
@@ -29,9 +27,6 @@ PAIRS = [
     ("Héllo ΟΔΟΣ wörld 中文字符", "naïve café résumé"),
     ("a long first sentence " * 12, "and a long second one " * 12),
 ]
-CLI_WITH_TF_TEXT = ("import sys, tensorflow_text; "
-                    "from tensorflow.python.tools.saved_model_cli import main; "
-                    "sys.argv[0] = 'saved_model_cli'; sys.exit(main())")
 
 
 @pytest.fixture(scope="module")
@@ -84,19 +79,8 @@ def loaded(pair_export):
   return tf.saved_model.load(pair_export["dir"])
 
 
-def _subprocess_env():
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  env.pop("PYTHONPATH", None)
-  return env
-
-
 _FRESH_SCRIPT = """
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
-assert not any(m.startswith("bert_tf") for m in sys.modules)
-args = json.loads(sys.argv[2])
-model = tf.saved_model.load(sys.argv[1])
+model, = models
 text = model.signatures["serving_default"](text_a=tf.constant(args["a"]),
                                            text_b=tf.constant(args["b"]))
 ids = model.signatures["serve_ids"](**{k: tf.constant(v, tf.int32)
@@ -114,13 +98,8 @@ def test_fresh_process_without_bert_tf_matches_python_path(pair_export, python_l
   ids = {"input_word_ids": inputs["input_word_ids"].tolist(),
          "input_mask": inputs["input_mask"].tolist(),
          "input_type_ids": inputs["input_type_ids"].tolist()}
-  script = tmp_path / "serve.py"
-  script.write_text(_FRESH_SCRIPT)
-  result = subprocess.run(
-      [sys.executable, str(script), pair_export["dir"], json.dumps({"a": a, "b": b, "ids": ids})],
-      cwd=tmp_path, env=_subprocess_env(), capture_output=True, text=True, timeout=120)
-  assert result.returncode == 0, result.stderr[-3000:]
-  got = json.loads(result.stdout.strip().splitlines()[-1])
+  got = run_serving_script(_FRESH_SCRIPT, tmp_path, [pair_export["dir"]],
+                           {"a": a, "b": b, "ids": ids})
   np.testing.assert_allclose(got["probabilities"], _softmax(logits), atol=1e-5)
   assert got["label_ids"] == logits.argmax(-1).tolist()
   assert got["labels"] == [LABELS[i] for i in got["label_ids"]]
@@ -129,21 +108,17 @@ def test_fresh_process_without_bert_tf_matches_python_path(pair_export, python_l
 
 def test_saved_model_cli_show_and_run(pair_export, loaded, tmp_path):
   cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-  show = subprocess.run([cli, "show", "--dir", pair_export["dir"], "--all"], cwd=tmp_path,
-                        env=_subprocess_env(), capture_output=True, text=True, timeout=120)
+  show = run_isolated([cli, "show", "--dir", pair_export["dir"], "--all"], tmp_path)
   assert show.returncode == 0, show.stderr[-3000:]
   for name in ("serving_default", "serve_ids"):
     assert "signature_def['%s']" % name in show.stdout
   for name in ("text_a", "text_b", "input_word_ids", "probabilities", "logits"):
     assert "['%s']" % name in show.stdout
-  # `saved_model_cli run` needs the tokenizer's tensorflow_text ops registered, and
-  # the plain script does not import tensorflow_text; so its main() is run after
-  # that import. This is also the TF1-style loader TF Serving uses.
-  run = subprocess.run(
-      [sys.executable, "-c", CLI_WITH_TF_TEXT, "run", "--dir", pair_export["dir"],
-       "--tag_set", "serve", "--signature_def", "serving_default",
-       "--input_exprs", 'text_a=["hello world"];text_b=["a test"]'],
-      cwd=tmp_path, env=_subprocess_env(), capture_output=True, text=True, timeout=120)
+  # `saved_model_cli run` (with tensorflow_text imported) is also the TF1-style loader TF
+  # Serving uses.
+  run = run_saved_model_cli("run", "--dir", pair_export["dir"], "--tag_set", "serve",
+                            "--signature_def", "serving_default", "--input_exprs",
+                            'text_a=["hello world"];text_b=["a test"]', cwd=tmp_path)
   assert run.returncode == 0, run.stderr[-3000:]
   printed = run.stdout.split("Result for output key probabilities:")[1].split("Result")[0]
   want = loaded.signatures["serving_default"](text_a=tf.constant(["hello world"]),
@@ -181,24 +156,7 @@ def test_concurrent_calls_match_serial(loaded):
     return out["probabilities"].numpy(), out["label_ids"].numpy()
 
   serial = [call(a, b) for a, b in batches]
-  results = [None] * len(batches)
-  errors = []
-  barrier = threading.Barrier(len(batches))
-
-  def worker(index):
-    try:
-      barrier.wait()
-      results[index] = [call(*batches[index]) for _ in range(3)]
-    except Exception as e:  # pylint: disable=broad-exception-caught
-      errors.append(e)
-
-  threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(batches))]
-  for t in threads:
-    t.start()
-  for t in threads:
-    t.join()
-  assert not errors, errors
-  for want, got in zip(serial, results):
+  for want, got in zip(serial, call_concurrently(call, batches)):
     for probabilities, label_ids in got:
       np.testing.assert_allclose(probabilities, want[0], atol=1e-6)
       np.testing.assert_array_equal(label_ids, want[1])

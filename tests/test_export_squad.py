@@ -7,10 +7,6 @@ rules) that runs the same encoder and head in-process.
 """
 
 import json
-import os
-import subprocess
-import sys
-import threading
 
 import numpy as np
 import pytest
@@ -21,6 +17,7 @@ from bert_tf.errors import UserInputError
 from bert_tf.tasks import squad, squad_export
 from bert_tf.text import BertTextTokenizer
 from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
+from helpers import call_concurrently, run_saved_model_cli, run_serving_script
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
 
@@ -401,23 +398,7 @@ def test_concurrent_calls_match_serial(loaded):
   batches = [([PAIRS[(t + i) % len(PAIRS)][0] for i in range(t + 1)],
               [PAIRS[(t * 3 + i) % len(PAIRS)][1] for i in range(t + 1)]) for t in range(8)]
   serial = [_serve(serve, q, c) for q, c in batches]
-  results, errors = [None] * len(batches), []
-  barrier = threading.Barrier(len(batches))
-
-  def worker(index):
-    try:
-      barrier.wait()
-      results[index] = [_serve(serve, *batches[index]) for _ in range(3)]
-    except Exception as e:  # pylint: disable=broad-exception-caught
-      errors.append(e)
-
-  threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(batches))]
-  for t in threads:
-    t.start()
-  for t in threads:
-    t.join()
-  assert not errors, errors
-  for want, runs in zip(serial, results):
+  for want, runs in zip(serial, call_concurrently(lambda q, c: _serve(serve, q, c), batches)):
     for got in runs:
       for key in ("answer", "start_char", "end_char"):
         np.testing.assert_array_equal(got[key], want[key])
@@ -425,12 +406,7 @@ def test_concurrent_calls_match_serial(loaded):
 
 
 _FRESH_SCRIPT = """
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
-assert not any(m.startswith("bert_tf") for m in sys.modules)
-args = json.loads(sys.argv[2])
-model = tf.saved_model.load(sys.argv[1])
+model, = models
 out = model.signatures["serving_default"](question=tf.constant(args["q"]),
                                           context=tf.constant(args["c"]))
 print(json.dumps({"answer": [s.decode() for s in out["answer"].numpy()],
@@ -443,15 +419,8 @@ print(json.dumps({"answer": [s.decode() for s in out["answer"].numpy()],
 
 def test_fresh_process_without_bert_tf(exports, loaded, tmp_path):
   questions, contexts = [p[0] for p in PAIRS[-4:]], [p[1] for p in PAIRS[-4:]]
-  script = tmp_path / "serve.py"
-  script.write_text(_FRESH_SCRIPT)
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  env.pop("PYTHONPATH", None)
-  result = subprocess.run(
-      [sys.executable, str(script), exports["v2"], json.dumps({"q": questions, "c": contexts})],
-      cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-  assert result.returncode == 0, result.stderr[-3000:]
-  got = json.loads(result.stdout.strip().splitlines()[-1])
+  got = run_serving_script(_FRESH_SCRIPT, tmp_path, [exports["v2"]],
+                           {"q": questions, "c": contexts})
   want = _serve(loaded["v2"], questions, contexts)
   assert got["answer"] == [a.decode() for a in want["answer"]]
   assert got["start_char"] == want["start_char"].tolist()
@@ -462,17 +431,10 @@ def test_fresh_process_without_bert_tf(exports, loaded, tmp_path):
 
 def test_saved_model_cli_run(exports, loaded, tmp_path):
   """The TF1-style loader of TF Serving (with tensorflow_text imported) runs the loop too."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  env.pop("PYTHONPATH", None)
-  cli = ("import sys, tensorflow_text; "
-         "from tensorflow.python.tools.saved_model_cli import main; "
-         "sys.argv[0] = 'saved_model_cli'; sys.exit(main())")
   question, context = "Who designed the tower?", PAIRS[0][1]
-  run = subprocess.run(
-      [sys.executable, "-c", cli, "run", "--dir", exports["v1"], "--tag_set", "serve",
-       "--signature_def", "serving_default",
-       "--input_exprs", "question=[%r];context=[%r]" % (question, context)],
-      cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+  run = run_saved_model_cli("run", "--dir", exports["v1"], "--tag_set", "serve",
+                            "--signature_def", "serving_default", "--input_exprs",
+                            "question=[%r];context=[%r]" % (question, context), cwd=tmp_path)
   assert run.returncode == 0, run.stderr[-3000:]
   printed = run.stdout.split("Result for output key start_char:")[1].split("Result")[0]
   want = _serve(loaded["v1"], [question], [context])

@@ -1,9 +1,7 @@
 """export_tfhub.py: TF-Hub-style encoder + preprocessor equal bert_tf's tokenizer, model, MLM head."""
 
-import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -14,10 +12,10 @@ import tensorflow_text as tf_text
 from bert_tf import checkpoints, export, packing, text, tfhub_export, tokenization
 from bert_tf.errors import UserInputError
 from conftest import TINY_CONFIG, TINY_DIR, VOCAB_UNCASED, tiny_pretraining_model
+from helpers import ROOT, run_isolated, run_serving_script
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ = 16
 TEXTS = ["Hello world!", "", "Héllo ΟΔΟΣ wörld 中文字符 naïve café",
          "a long sentence that will certainly need to be cut " * 3, "한국어 ﬁ Straße"]
@@ -25,12 +23,6 @@ PAIRS = [("The quick brown fox", "jumps over the lazy dog."), ("only a", ""), ("
          ("a long first sentence " * 5, "short"), ("x y", "a long second sentence " * 5)]
 PAIR_SEQ = 12
 POSITIONS = [[1, 2, 3], [0, 1, 1], [4, 5, 15], [3, 2, 1], [7, 0, 9]]
-
-
-def _subprocess_env():
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  env.pop("PYTHONPATH", None)
-  return env
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +39,7 @@ def exports(tmp_path_factory):
              "--do_lower_case=True", "--seq_length=%d" % SEQ, "--with_mlm",
              "--encoder_export_dir=%s" % (root / "encoder"),
              "--preprocessor_export_dir=%s" % (root / "preprocessor")]
-  result = subprocess.run(command, cwd=root, env=_subprocess_env(), capture_output=True,
-                          text=True, timeout=300)
+  result = run_isolated(command, root, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   shutil.rmtree(release)
   return {"encoder": str(root / "encoder"), "preprocessor": str(root / "preprocessor")}
@@ -71,13 +62,7 @@ def _packed(tokenizer, pairs, seq_length):
 
 
 _FRESH_SCRIPT = """
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the preprocessor's ops)
-assert not any(m.startswith("bert_tf") for m in sys.modules)
-args = json.loads(sys.argv[3])
-preprocessor = tf.saved_model.load(sys.argv[1])
-encoder = tf.saved_model.load(sys.argv[2])
+preprocessor, encoder = models
 
 def lists(d):
   return {k: (v.to_list() if isinstance(v, tf.RaggedTensor) else
@@ -115,15 +100,10 @@ print(json.dumps(out))
 def fresh(exports, tmp_path_factory):
   """Everything the exports give, computed in a process that imports only TF and tf-text."""
   folder = tmp_path_factory.mktemp("fresh")
-  script = folder / "use_hub.py"
-  script.write_text(_FRESH_SCRIPT)
   args = {"texts": TEXTS, "a": [p[0] for p in PAIRS], "b": [p[1] for p in PAIRS],
           "pair_seq": PAIR_SEQ, "positions": POSITIONS}
-  result = subprocess.run(
-      [sys.executable, str(script), exports["preprocessor"], exports["encoder"], json.dumps(args)],
-      cwd=folder, env=_subprocess_env(), capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-3000:]
-  return json.loads(result.stdout.strip().splitlines()[-1])
+  return run_serving_script(_FRESH_SCRIPT, folder, [exports["preprocessor"], exports["encoder"]],
+                            args, timeout=300)
 
 
 def test_preprocessor_ids_equal_full_tokenizer(fresh, reference):
@@ -204,8 +184,7 @@ def test_encoder_loads_without_tensorflow_text(exports, tmp_path):
             "ones = tf.ones([1, 4], tf.int32)\n"
             "out = encoder(dict(input_word_ids=ones, input_mask=ones, input_type_ids=0 * ones))\n"
             "print(out['pooled_output'].shape)\n")
-  result = subprocess.run([sys.executable, "-c", script, exports["encoder"]], cwd=tmp_path,
-                          env=_subprocess_env(), capture_output=True, text=True, timeout=120)
+  result = run_isolated([sys.executable, "-c", script, exports["encoder"]], tmp_path)
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.strip().splitlines()[-1] == "(1, 32)"
 
@@ -285,9 +264,9 @@ def test_checks_before_writing(tmp_path):
 
 
 def test_runner_errors_are_one_line(tmp_path):
-  result = subprocess.run(
+  result = run_isolated(
       [sys.executable, os.path.join(ROOT, "export_tfhub.py"), "--vocab_file=%s" % VOCAB_UNCASED],
-      cwd=tmp_path, env=_subprocess_env(), capture_output=True, text=True, timeout=120)
+      tmp_path)
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (
       "error: missing required flag(s): --bert_config_file, --init_checkpoint, "

@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,8 +10,8 @@ from bert_tf import checkpoints, feature_extraction, packing, tokenization
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
 from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
+from helpers import ROOT, run_script
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_record_format_hand_worked():
@@ -94,11 +92,6 @@ def test_output_values_are_the_encoder_layers(tmp_path):
       np.testing.assert_allclose(feature["layers"][1]["values"], layers[0][0, i], atol=2e-6)
 
 
-def _run(*args, cwd=ROOT):
-  return subprocess.run([sys.executable, os.path.join(ROOT, "extract_features.py"), *args],
-                        cwd=cwd, capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.slow
 def test_command_line_writes_jsonl_and_reports_errors_cleanly(tmp_path):
   inputs = tmp_path / "input.txt"
@@ -106,17 +99,19 @@ def test_command_line_writes_jsonl_and_reports_errors_cleanly(tmp_path):
   out = tmp_path / "features.jsonl"
   common = ["--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
             "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=16"]
-  result = _run("--input_file=%s" % inputs, "--output_file=%s" % out, "--layers=-1", *common)
+  result = run_script("extract_features.py", "--input_file=%s" % inputs,
+                      "--output_file=%s" % out, "--layers=-1", *common)
   assert result.returncode == 0, result.stderr
   record = json.loads(out.read_text())
   assert [f["token"] for f in record["features"]][:4] == ["[CLS]", "who", "was", "jim"]
   assert len(record["features"][0]["layers"][0]["values"]) == 32
 
-  result = _run("--input_file=%s" % (tmp_path / "missing.txt"), "--output_file=%s" % out,
-                "--layers=-1", *common)
+  result = run_script("extract_features.py", "--input_file=%s" % (tmp_path / "missing.txt"),
+                      "--output_file=%s" % out, "--layers=-1", *common)
   assert result.returncode == 2
   assert "missing.txt does not exist" in result.stderr and "Traceback" not in result.stderr
-  result = _run("--input_file=%s" % inputs, "--output_file=%s" % out, "--layers=5", *common)
+  result = run_script("extract_features.py", "--input_file=%s" % inputs,
+                      "--output_file=%s" % out, "--layers=5", *common)
   assert result.returncode == 2 and "out of range for a 2-layer model" in result.stderr
 
 
@@ -125,11 +120,12 @@ def test_command_line_matches_the_original_scripts_output(tmp_path):
   """Golden JSONL written by the original extract_features.py (see fixtures README)."""
   golden_dir = os.path.join(ROOT, "tests", "fixtures", "extract_features")
   out = tmp_path / "features.jsonl"
-  result = _run("--input_file=%s" % os.path.join(golden_dir, "input.txt"),
-                "--output_file=%s" % out, "--vocab_file=%s" % VOCAB_UNCASED,
-                "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
-                "--do_lower_case=True", "--layers=-1,0,-2", "--max_seq_length=16",
-                "--batch_size=3")
+  result = run_script("extract_features.py",
+                      "--input_file=%s" % os.path.join(golden_dir, "input.txt"),
+                      "--output_file=%s" % out, "--vocab_file=%s" % VOCAB_UNCASED,
+                      "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+                      "--do_lower_case=True", "--layers=-1,0,-2", "--max_seq_length=16",
+                      "--batch_size=3")
   assert result.returncode == 0, result.stderr
   with open(os.path.join(golden_dir, "original_layers-1,0,-2_seq16.jsonl")) as f:
     golden = f.read().splitlines()

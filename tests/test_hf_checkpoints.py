@@ -10,8 +10,6 @@ import math
 import os
 import shutil
 import struct
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,9 +19,9 @@ from bert_tf import checkpoints, heads, hf_checkpoints
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
-from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, pretraining_model
+from helpers import run_script
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Intermediate size differs from hidden size so a missed transpose cannot go unnoticed.
 HF_CONFIG = {"architectures": ["BertForPreTraining"], "model_type": "bert", "vocab_size": 30522,
@@ -205,12 +203,7 @@ def test_hf_names_map_to_googles_names_and_orientation(tmp_path):
                                 state["cls.seq_relationship.weight"])
   np.testing.assert_array_equal(v["cls/predictions/output_bias"], state["cls.predictions.bias"])
   # The Google names are exactly those bert_tf's Keras model and heads use.
-  config = hf.config
-  encoder = BertModel(config)
-  mlm = heads.MaskedLMHead(config, encoder.get_embedding_table(), name="mlm")
-  nsp = heads.NextSentenceHead(config, name="nsp")
-  mlm.build()
-  nsp.build()
+  encoder, mlm, nsp = pretraining_model(hf.config)
   model_names = checkpoints.variable_map(encoder, [mlm, nsp])
   assert sorted(model_names) == sorted(v)
   assert all(list(model_names[n].shape) == list(v[n].shape) for n in v)
@@ -307,12 +300,7 @@ def test_bfloat16_and_float16_weights_are_widened_exactly(tmp_path):
 
 
 def _bert_tf_outputs(prefix, config_file, ids, mask, types, positions):
-  config = BertConfig.from_json_file(config_file)
-  encoder = BertModel(config)
-  mlm = heads.MaskedLMHead(config, encoder.get_embedding_table(), name="mlm")
-  nsp = heads.NextSentenceHead(config, name="nsp")
-  mlm.build()
-  nsp.build()
+  encoder, mlm, nsp = pretraining_model(BertConfig.from_json_file(config_file))
   checkpoints.load_checkpoint(prefix, encoder, [mlm, nsp])
   out = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
   sequence = out["sequence_output"]
@@ -502,30 +490,25 @@ def test_bad_google_inputs_are_clear_errors(release_dir, tmp_path):
 # The command line and a runner.
 
 
-def _script(name, *args):
-  return subprocess.run([sys.executable, os.path.join(ROOT, name), *args], capture_output=True,
-                        text=True, timeout=300)
-
-
 @pytest.mark.slow
 def test_convert_checkpoint_command_both_ways(release_dir, tmp_path):
-  done = _script("convert_checkpoint.py", "--to=hf", "--input=%s" % release_dir,
-                 "--output_dir=%s" % (tmp_path / "hf"))
+  done = run_script("convert_checkpoint.py", "--to=hf", "--input=%s" % release_dir,
+                    "--output_dir=%s" % (tmp_path / "hf"))
   assert done.returncode == 0, done.stderr
   assert "BertForPreTraining" in done.stdout and "do_lower_case=True" in done.stdout
-  done = _script("convert_checkpoint.py", "--to=google", "--input=%s" % (tmp_path / "hf"),
-                 "--output_dir=%s" % (tmp_path / "google"))
+  done = run_script("convert_checkpoint.py", "--to=google", "--input=%s" % (tmp_path / "hf"),
+                    "--output_dir=%s" % (tmp_path / "google"))
   assert done.returncode == 0, done.stderr
   assert "--do_lower_case=True" in done.stdout
   back = _read_google(str(tmp_path / "google" / "bert_model.ckpt"))
   for name, value in _read_google(TINY_CKPT).items():
     np.testing.assert_array_equal(back[name], value, err_msg=name)
-  done = _script("convert_checkpoint.py", "--to=google", "--input=%s" % (tmp_path / "hf"),
-                 "--output_dir=%s" % (tmp_path / "google"))
+  done = run_script("convert_checkpoint.py", "--to=google", "--input=%s" % (tmp_path / "hf"),
+                    "--output_dir=%s" % (tmp_path / "google"))
   assert done.returncode == 2 and "is not an empty folder" in done.stderr
   assert "Traceback" not in done.stderr
-  done = _script("convert_checkpoint.py", "--to=google", "--do_lower_case=false",
-                 "--input=%s" % (tmp_path / "hf"), "--output_dir=%s" % (tmp_path / "x"))
+  done = run_script("convert_checkpoint.py", "--to=google", "--do_lower_case=false",
+                    "--input=%s" % (tmp_path / "hf"), "--output_dir=%s" % (tmp_path / "x"))
   assert done.returncode == 2 and "--do_lower_case only apply to --to=hf" in done.stderr
 
 
@@ -538,10 +521,10 @@ def test_run_classifier_init_checkpoint_from_an_hf_folder(release_dir, tmp_path)
   shutil.copy(data / "train.tsv", data / "dev.tsv")
   results = {}
   for name, init in (("google", TINY_CKPT), ("hf", str(tmp_path / "hf"))):
-    done = _script("run_classifier.py", "--task_name=MRPC", "--data_dir=%s" % data,
-                   "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
-                   "--init_checkpoint=%s" % init, "--max_seq_length=32", "--do_eval",
-                   "--eval_batch_size=5", "--output_dir=%s" % (tmp_path / name))
+    done = run_script("run_classifier.py", "--task_name=MRPC", "--data_dir=%s" % data,
+                      "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
+                      "--init_checkpoint=%s" % init, "--max_seq_length=32", "--do_eval",
+                      "--eval_batch_size=5", "--output_dir=%s" % (tmp_path / name))
     assert done.returncode == 0, done.stderr
     results[name] = (tmp_path / name / "eval_results.txt").read_text()
   assert results["hf"] == results["google"] and "eval_loss" in results["hf"]

@@ -1,10 +1,7 @@
 """create_pretraining_data: the original's records for the same corpus, flags and seed."""
 
 import json
-import os
 import random
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -12,10 +9,10 @@ import tensorflow as tf
 from bert_tf import example_codec, pretraining_data, tokenization
 from bert_tf.errors import UserInputError
 from conftest import FIXTURES, VOCAB_UNCASED
+from helpers import run_script
 
 DATA = FIXTURES / "pretraining_data"
 CORPUS = str(DATA / "corpus.txt")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _parsed(path):
@@ -133,23 +130,20 @@ def test_non_utf8_corpus_names_the_line(tokenizer, tmp_path):
     pretraining_data.read_documents([str(bad)], tokenizer)
 
 
-def _run(*args):
-  return subprocess.run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"), *args],
-                        capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.slow
 def test_command_line_with_original_flags(tmp_path):
   out = tmp_path / "a.tfrecord"
-  result = _run("--input_file=%s" % CORPUS, "--output_file=%s" % out,
-                "--vocab_file=%s" % VOCAB_UNCASED, "--do_lower_case=True", "--max_seq_length=128",
-                "--max_predictions_per_seq=20", "--masked_lm_prob=0.15", "--dupe_factor=2",
-                "--random_seed=12345", "--short_seq_prob=0.1", "--do_whole_word_mask=False")
+  result = run_script("create_pretraining_data.py", "--input_file=%s" % CORPUS,
+                      "--output_file=%s" % out, "--vocab_file=%s" % VOCAB_UNCASED,
+                      "--do_lower_case=True", "--max_seq_length=128",
+                      "--max_predictions_per_seq=20", "--masked_lm_prob=0.15", "--dupe_factor=2",
+                      "--random_seed=12345", "--short_seq_prob=0.1", "--do_whole_word_mask=False")
   assert result.returncode == 0, result.stderr
   assert "writing: 354/354 records" in result.stderr
   assert _parsed(out) == _parsed(DATA / "a_seq128.tfrecord")
-  result = _run("--input_file=%s" % (tmp_path / "nothing*.txt"), "--output_file=%s" % out,
-                "--vocab_file=%s" % VOCAB_UNCASED)
+  result = run_script("create_pretraining_data.py",
+                      "--input_file=%s" % (tmp_path / "nothing*.txt"), "--output_file=%s" % out,
+                      "--vocab_file=%s" % VOCAB_UNCASED)
   assert result.returncode == 2 and "No file matches --input_file pattern" in result.stderr
 
 
@@ -179,8 +173,9 @@ def test_command_line_stops_on_a_file_without_text_and_writes_nothing(tmp_path):
   out = tmp_path / "out"
   out.mkdir()
   for extra in ([], ["--documents_per_shard=3"]):
-    result = _run("--input_file=%s,%s" % (CORPUS, empty), "--output_file=%s" % (out / "a.tfrecord"),
-                  "--vocab_file=%s" % VOCAB_UNCASED, "--dupe_factor=1", *extra)
+    result = run_script("create_pretraining_data.py", "--input_file=%s,%s" % (CORPUS, empty),
+                        "--output_file=%s" % (out / "a.tfrecord"),
+                        "--vocab_file=%s" % VOCAB_UNCASED, "--dupe_factor=1", *extra)
     assert result.returncode == 2, result.stderr
     errors = [l for l in result.stderr.splitlines() if l.startswith("error: ")]
     assert errors == ["error: Input file %s has no text to make pretraining examples from (it is "

@@ -1,9 +1,6 @@
 """create_pretraining_data_beam: the union of create_pretraining_data.py's single-file runs."""
 
 import collections
-import os
-import subprocess
-import sys
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -12,13 +9,17 @@ import tensorflow as tf
 
 from bert_tf import example_codec, pretraining_data_beam, tokenization
 from conftest import FIXTURES, VOCAB_UNCASED
+from helpers import run_script
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
 
 DATA = FIXTURES / "pretraining_data"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = ["--vocab_file=%s" % VOCAB_UNCASED, "--dupe_factor=2", "--max_seq_length=64",
          "--max_predictions_per_seq=10"]
+
+
+def _beam(*args):
+  return run_script("create_pretraining_data_beam.py", *args)
 
 
 def _records(paths):
@@ -27,11 +28,6 @@ def _records(paths):
       tuple(sorted((name, tuple(values)) for name, values in
                    example_codec.parse_example(r.numpy()).items()))
       for r in tf.data.TFRecordDataset([str(p) for p in paths]))
-
-
-def _run(script, *args):
-  return subprocess.run([sys.executable, os.path.join(ROOT, script), *args], capture_output=True,
-                        text=True, timeout=300, cwd=ROOT)
 
 
 def _split_corpus(folder, names):
@@ -60,8 +56,8 @@ def single_file_runs(corpus, tmp_path_factory):
   files = []
   for i, path in enumerate(corpus):
     files.append(out / ("%d.tfrecord" % i))
-    result = _run("create_pretraining_data.py", "--input_file=%s" % path,
-                  "--output_file=%s" % files[-1], "--random_seed=%d" % (100 + i), *FLAGS)
+    result = run_script("create_pretraining_data.py", "--input_file=%s" % path,
+                        "--output_file=%s" % files[-1], "--random_seed=%d" % (100 + i), *FLAGS)
     assert result.returncode == 0, result.stderr
   return files
 
@@ -69,9 +65,9 @@ def single_file_runs(corpus, tmp_path_factory):
 def test_beam_records_are_the_union_of_the_single_file_runs(corpus, single_file_runs, tmp_path):
   prefix = tmp_path / "out" / "examples"
   prefix.parent.mkdir()
-  result = _run("create_pretraining_data_beam.py",
-                "--input_file=%s,%s" % (corpus[2].parent / "[ab].txt", corpus[2]),
-                "--output_file=%s" % prefix, "--random_seed=100", "--direct_num_workers=2", *FLAGS)
+  result = _beam("--input_file=%s,%s" % (corpus[2].parent / "[ab].txt", corpus[2]),
+                 "--output_file=%s" % prefix, "--random_seed=100", "--direct_num_workers=2",
+                 *FLAGS)
   assert result.returncode == 0, result.stderr
   shards = sorted(prefix.parent.iterdir())
   assert [p.name for p in shards] == ["examples-00000-of-00002", "examples-00001-of-00002"]
@@ -81,8 +77,7 @@ def test_beam_records_are_the_union_of_the_single_file_runs(corpus, single_file_
   assert all(_records([s]) for s in shards)  # both workers wrote
   assert "Wrote %d records from 3 input file(s) to 2 shard(s)" % sum(want.values()) in result.stderr
   # The output is never mixed with an earlier run's.
-  again = _run("create_pretraining_data_beam.py", "--input_file=%s" % corpus[0],
-               "--output_file=%s" % prefix, *FLAGS)
+  again = _beam("--input_file=%s" % corpus[0], "--output_file=%s" % prefix, *FLAGS)
   assert again.returncode == 2
   assert _error_lines(again) == [
       "error: 2 shard(s) of an earlier run are in the way (%s-00000-of-00002, ...); a reader "
@@ -105,52 +100,50 @@ def test_one_file_gives_the_original_scripts_records(tmp_path):
   assert _records(shards) == want
 
 
-def test_file_without_text_stops_before_anything_is_written(corpus, tmp_path):
+def _run_with_a_bad_file(corpus, tmp_path, bad_bytes):
+  """The Beam script on a good file and b.txt holding `bad_bytes`, into an empty folder;
+  it must fail. (result, the path of b.txt, the output folder)."""
   folder = tmp_path / "in"
   folder.mkdir()
-  (folder / "a.txt").write_bytes((corpus[0]).read_bytes())
-  (folder / "b.txt").write_text("\n \n\t\n", encoding="utf-8")
+  (folder / "a.txt").write_bytes(corpus[0].read_bytes())
+  (folder / "b.txt").write_bytes(bad_bytes)
   out = tmp_path / "out"
   out.mkdir()
-  result = _run("create_pretraining_data_beam.py", "--input_file=%s" % (folder / "*.txt"),
-                "--output_file=%s" % (out / "examples"), *FLAGS)
+  result = _beam("--input_file=%s" % (folder / "*.txt"), "--output_file=%s" % (out / "examples"),
+                 *FLAGS)
   assert result.returncode == 2
+  return result, folder / "b.txt", out
+
+
+def test_file_without_text_stops_before_anything_is_written(corpus, tmp_path):
+  result, bad, out = _run_with_a_bad_file(corpus, tmp_path, b"\n \n\t\n")
   assert _error_lines(result) == [
       "error: Input file %s has no text to make pretraining examples from (it is empty, or "
-      "every line is blank or tokenizes to nothing); remove it from --input_file." %
-      (folder / "b.txt")]
+      "every line is blank or tokenizes to nothing); remove it from --input_file." % bad]
   assert "Running the pipeline" not in result.stderr
   assert not list(out.iterdir())
 
 
 def test_a_workers_error_is_one_line_and_leaves_no_output(corpus, tmp_path):
-  folder = tmp_path / "in"
-  folder.mkdir()
-  (folder / "a.txt").write_bytes((corpus[0]).read_bytes())
-  (folder / "b.txt").write_bytes(b"Good line.\n\nAnother caf\xe9.\n")  # found only by a worker
-  out = tmp_path / "out"
-  out.mkdir()
-  result = _run("create_pretraining_data_beam.py", "--input_file=%s" % (folder / "*.txt"),
-                "--output_file=%s" % (out / "examples"), *FLAGS)
-  assert result.returncode == 2
+  # Not UTF-8 on line 3: found only by a worker.
+  result, bad, out = _run_with_a_bad_file(corpus, tmp_path, b"Good line.\n\nAnother caf\xe9.\n")
   assert _error_lines(result) == [
-      "error: Input file %s line 3 is not UTF-8 (byte 12); convert the corpus to UTF-8." %
-      (folder / "b.txt")]
+      "error: Input file %s line 3 is not UTF-8 (byte 12); convert the corpus to UTF-8." % bad]
   assert result.stderr.rstrip().endswith(_error_lines(result)[0])
   assert not list(out.iterdir())  # neither shards nor Beam's temporary folder
 
 
 def test_flags_help_and_typos(tmp_path):
-  result = _run("create_pretraining_data_beam.py", "--help")
+  result = _beam("--help")
   assert "--input_file" in result.stdout and "--runner" in result.stdout
   assert "Traceback" not in result.stderr
-  result = _run("create_pretraining_data_beam.py", "--input_file=x.txt",
-                "--output_file=%s" % (tmp_path / "o"), "--max_seq_lenght=64", *FLAGS)
+  result = _beam("--input_file=x.txt", "--output_file=%s" % (tmp_path / "o"),
+                 "--max_seq_lenght=64", *FLAGS)
   assert result.returncode == 2
   assert _error_lines(result) == ["error: Unknown flag --max_seq_lenght; did you mean "
                                   "--max_seq_length?"]
-  result = _run("create_pretraining_data_beam.py", "--input_file=%s" % (tmp_path / "none*.txt"),
-                "--output_file=%s" % (tmp_path / "o"), *FLAGS)
+  result = _beam("--input_file=%s" % (tmp_path / "none*.txt"),
+                 "--output_file=%s" % (tmp_path / "o"), *FLAGS)
   assert result.returncode == 2
   assert _error_lines(result) == ["error: No file matches --input_file pattern %s." %
                                   (tmp_path / "none*.txt")]
