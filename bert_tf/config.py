@@ -9,8 +9,8 @@ a message naming the file and the field instead of deep inside graph building.
 import copy
 import dataclasses
 import json
-import os
 
+from bert_tf import user_files
 from bert_tf.errors import UserInputError
 
 # Activations the original `modeling.get_activation` understands (case-insensitive);
@@ -115,14 +115,7 @@ class BertConfig:
     """
     if not json_file:
       raise UserInputError("No BERT config file given: pass --bert_config_file=PATH/bert_config.json.")
-    if not os.path.isfile(json_file):
-      raise UserInputError("BERT config file %s does not exist (check --bert_config_file)." %
-                           json_file)
-    try:
-      with open(json_file, "rb") as f:
-        text = f.read().decode("utf-8")
-    except UnicodeDecodeError as e:
-      raise UserInputError("BERT config file %s is not UTF-8 text (%s)." % (json_file, e)) from None
+    text = user_files.read_text(json_file, "BERT config file", "(check --bert_config_file)")
     try:
       data = json.loads(text)
     except json.JSONDecodeError as e:

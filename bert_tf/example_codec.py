@@ -10,6 +10,7 @@ TensorFlow is imported only to write or parse files, so processes that only enco
 
 import struct
 
+from bert_tf.errors import UserInputError
 from bert_tf.progress import Progress
 
 _VARINT_CACHE_SIZE = 1 << 18
@@ -87,15 +88,36 @@ class ExampleFileWriter:
 
   def __init__(self, output_files, progress=None):
     import tensorflow as tf
-    self._gfile = tf.io.gfile
+    self._gfile, self._errors = tf.io.gfile, tf.errors
     self.output_files = list(output_files)
     self.temporary = [f + ".partial" for f in self.output_files]
-    self.writers = [tf.io.TFRecordWriter(f) for f in self.temporary]
+    self.writers = []
+    for final, tmp in zip(self.output_files, self.temporary):
+      if self._gfile.isdir(final):
+        self.abort()
+        raise UserInputError("Output file %s is a folder; name a file (it is created)." % final)
+      try:
+        self.writers.append(tf.io.TFRecordWriter(tmp))
+      except (OSError, self._errors.OpError) as e:
+        self.abort()
+        raise self._failed(e, final) from None
     self.progress = progress
     self.count = 0
 
+  def _failed(self, error, path):
+    """A write error (full disk, lost file system) as one message naming the file."""
+    reason = (getattr(error, "message", None) or str(error)).splitlines()[0].split("; ")[-1]
+    fix = ("free space or pick another output folder" if "space" in reason.lower()
+           else "check that its folder exists and is writable")
+    return UserInputError("Writing %s failed: %s. Nothing was kept; %s, then run the command "
+                          "again." % (path, reason, fix))
+
   def write(self, serialized):
-    self.writers[self.count % len(self.writers)].write(serialized)
+    index = self.count % len(self.writers)
+    try:
+      self.writers[index].write(serialized)
+    except (OSError, self._errors.OpError) as e:
+      raise self._failed(e, self.output_files[index]) from None
     self.count += 1
     if self.progress is not None:
       self.progress.update(1)
@@ -106,15 +128,23 @@ class ExampleFileWriter:
 
   def abort(self):
     """Closes and deletes the temporary files: a failed run leaves nothing behind."""
-    self.close()
+    for writer in self.writers:
+      try:
+        writer.close()
+      except (OSError, self._errors.OpError):
+        pass  # the file is deleted next; its write error was already reported
     for tmp in self.temporary:
       if self._gfile.exists(tmp):
         self._gfile.remove(tmp)
 
   def commit(self):
-    self.close()
-    for tmp, final in zip(self.temporary, self.output_files):
-      self._gfile.rename(tmp, final, overwrite=True)
+    try:
+      self.close()  # flushes the last buffered records
+      for tmp, final in zip(self.temporary, self.output_files):
+        self._gfile.rename(tmp, final, overwrite=True)
+    except (OSError, self._errors.OpError) as e:
+      self.abort()
+      raise self._failed(e, ", ".join(self.output_files)) from None
     return self.count
 
 

@@ -16,7 +16,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import packing
+from bert_tf import packing, user_files
 from bert_tf.errors import UserInputError
 from bert_tf.progress import Progress
 
@@ -35,8 +35,8 @@ def read_lines(input_file):
   try:
     with open(input_file, "rb") as f:
       data = f.read()
-  except FileNotFoundError:
-    raise UserInputError("Input file %s does not exist (check --input_file)." % input_file) from None
+  except OSError as e:
+    raise user_files.open_error(e, input_file, "Input file", "(check --input_file)") from None
   lines = data.split(b"\n")
   if lines[-1] == b"":
     lines.pop()

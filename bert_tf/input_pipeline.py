@@ -135,6 +135,9 @@ def check_complete(files):
             continue
           with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             counts.append(_record_count(path, data))
+    except IsADirectoryError:
+      raise UserInputError("TFRecord file %s is a folder; pass its files (a glob such as "
+                           "%s/*.tfrecord)." % (path, path.rstrip("/"))) from None
     except (OSError, tf.errors.OpError) as e:
       raise UserInputError("Cannot read TFRecord file %s: %s" % (path, e)) from None
   if time.time() - started > 5:

@@ -26,7 +26,7 @@ import dataclasses
 import os
 import random
 
-from bert_tf import example_codec
+from bert_tf import example_codec, user_files
 from bert_tf.errors import UserInputError
 from bert_tf.progress import Progress
 
@@ -67,9 +67,8 @@ def read_text_lines(input_file, opener=None):
         except UnicodeDecodeError as e:
           raise UserInputError("Input file %s line %d is not UTF-8 (byte %d); convert the "
                                "corpus to UTF-8." % (input_file, number, e.start + 1)) from None
-  except FileNotFoundError:
-    raise UserInputError("Input file %s does not exist (check --input_file)." %
-                         input_file) from None
+  except OSError as e:
+    raise user_files.open_error(e, input_file, "Input file", "(check --input_file)") from None
 
 
 def no_text_error(input_file):

@@ -137,9 +137,35 @@ def prepare(values, required, min_seq_length=3):
   tokenizer = make_tokenizer(values, config) if "vocab_file" in values else None
   strategy = make_strategy(values)
   check_batch_sizes(values, strategy)
+  if _value(values, "init_checkpoint"):
+    _check_init_checkpoint(values.init_checkpoint)
+  make_output_dir(values.output_dir)
   keras.utils.set_random_seed(values.shuffle_seed)  # weight init and dropout; after device setup
-  tf.io.gfile.makedirs(values.output_dir)
   return Run(config, strategy, tokenizer)
+
+
+def _check_init_checkpoint(path):
+  """A missing --init_checkpoint stops here, not after the feature files are written."""
+  from bert_tf import checkpoints, hf_checkpoints
+  if not hf_checkpoints.is_hf_folder(path):
+    checkpoints.resolve_checkpoint_path(path)
+
+
+def make_output_dir(path, flag="--output_dir"):
+  """Creates the output folder and proves it writable, so a read-only disk or a file in the
+  way stops before any work rather than at the first checkpoint."""
+  if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+    raise UserInputError("%s=%s is a file; pass a folder." % (flag, path))
+  probe = os.path.join(path, ".bert_tf_write_test")
+  try:
+    tf.io.gfile.makedirs(path)
+    with tf.io.gfile.GFile(probe, "w") as f:
+      f.write("")
+    tf.io.gfile.remove(probe)
+  except (tf.errors.OpError, OSError) as e:
+    message = e.message if isinstance(e, tf.errors.OpError) else str(e)
+    raise UserInputError("%s=%s is not writable: %s. Pick a folder you can write to." %
+                         (flag, path, message.splitlines()[0])) from None
 
 
 def num_train_steps(values, num_examples):

@@ -26,6 +26,7 @@ import collections
 import re
 import unicodedata
 
+from bert_tf import user_files
 from bert_tf.errors import UserInputError
 
 # Checkpoint folders of Google's releases whose casing is known.
@@ -77,21 +78,7 @@ def load_vocab(vocab_file):
   Like the original, lines are split on "\\n" only and stripped of surrounding
   whitespace; a token that appears twice maps to its last line.
   """
-  try:
-    with open(vocab_file, "rb") as f:
-      data = f.read()
-  except FileNotFoundError:
-    raise UserInputError("Vocab file %s does not exist (check --vocab_file)." %
-                         vocab_file) from None
-  except IsADirectoryError:
-    raise UserInputError("Vocab file %s is a directory; pass the vocab.txt inside it." %
-                         vocab_file) from None
-  try:
-    text = data.decode("utf-8")
-  except UnicodeDecodeError as e:
-    line = data[:e.start].count(b"\n") + 1
-    raise UserInputError("Vocab file %s is not UTF-8 text (bad byte at line %d); "
-                         "a BERT vocab.txt is UTF-8." % (vocab_file, line)) from None
+  text = user_files.read_text(vocab_file, "Vocab file", "(check --vocab_file)")
   lines = text.split("\n")
   if lines and lines[-1] == "":
     lines.pop()

@@ -278,6 +278,40 @@ class Trainer:
                                        global_step=self.step, extra=extra)
 
   def _save(self, manager):
+    """Saves the training state and the Google-layout checkpoint of this step.
+
+    A failed save (a full disk, a lost file system) removes its partial files and stops with
+    one message; the previous complete checkpoint stays what a rerun resumes from.
+    """
+    try:
+      self._save_files(manager)
+    except (tf.errors.OpError, OSError) as e:
+      message = e.message if isinstance(e, tf.errors.OpError) else str(e)
+      self._remove_partial_save()
+      previous = manager.latest_checkpoint
+      raise UserInputError(
+          "Saving the checkpoint of step %d in %s failed: %s. %s; free space or fix the folder, "
+          "then run the same command again." %
+          (self.step, self.output_dir, message.splitlines()[0].split("; ")[-1].split(" [Op:")[0],
+           "The run will resume from %s" % previous if previous
+           else "No earlier checkpoint exists, so the run will start over")) from None
+
+  def _remove_partial_save(self):
+    step = self.step
+    partial = tf.io.gfile.glob(os.path.join(self._state_dir, "ckpt-%d_temp" % step))
+    partial += tf.io.gfile.glob(os.path.join(self.output_dir, "model.ckpt-%d.tmp-*" % step))
+    if not tf.io.gfile.exists(os.path.join(self.output_dir, "model.ckpt-%d.index" % step)):
+      partial += tf.io.gfile.glob(os.path.join(self.output_dir, "model.ckpt-%d.data-*" % step))
+    for path in partial:
+      try:
+        if tf.io.gfile.isdir(path):
+          tf.io.gfile.rmtree(path)
+        else:
+          tf.io.gfile.remove(path)
+      except tf.errors.OpError:
+        logging.warning("Could not remove the partial file %s", path)
+
+  def _save_files(self, manager):
     manager.save(checkpoint_number=self.step)
     if not self.chief:
       return

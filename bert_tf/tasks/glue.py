@@ -21,7 +21,7 @@ import os
 import numpy as np
 from keras import ops
 
-from bert_tf import example_codec, heads, packing
+from bert_tf import example_codec, heads, packing, user_files
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import base
 
@@ -40,17 +40,7 @@ class PaddingInputExample:
 
 def read_tsv(input_file):
   """Rows of a tab-separated file, quotes kept literal (csv with quotechar=None)."""
-  try:
-    with open(input_file, "rb") as f:
-      data = f.read()
-  except FileNotFoundError:
-    raise UserInputError("Data file %s does not exist (check --data_dir and --task_name)." %
-                         input_file) from None
-  try:
-    text = data.decode("utf-8")
-  except UnicodeDecodeError as e:
-    line = data[:e.start].count(b"\n") + 1
-    raise UserInputError("Data file %s line %d is not UTF-8." % (input_file, line)) from None
+  text = user_files.read_text(input_file, "Data file", "(check --data_dir and --task_name)")
   lines = text.split("\n")
   lines = [l + "\n" for l in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
   return list(csv.reader(lines, delimiter="\t", quotechar=None))
@@ -84,9 +74,22 @@ class DataProcessor:
       except IndexError:
         raise UserInputError("%s row %d has %d column(s), fewer than this task's layout "
                              "needs." % (path, i + 1, len(line))) from None
+      except ValueError as e:  # STS-B's score column
+        raise UserInputError("%s row %d: %s." % (path, i + 1, e)) from None
       if example is not None:
+        self._check_label(example.label, path, i + 1)
         examples.append(example)
     return examples
+
+  def _check_label(self, label, path, row):
+    """A label outside the task's list stops here, naming the row (the original crashed later
+    with a KeyError while writing features). Labels are compared as written, like the original."""
+    if self.labels is None or label in self.labels:
+      return
+    hint = (" (it has surrounding whitespace; remove it)" if label.strip() in self.labels
+            else "")
+    raise UserInputError("%s row %d has label %r, which is not one of the task's labels %s%s."
+                         % (path, row, label, self.labels, hint))
 
   def _create_example(self, i, line, set_type):
     raise NotImplementedError

@@ -27,7 +27,7 @@ import math
 from absl import logging
 from keras import ops
 
-from bert_tf import example_codec, heads, tokenization
+from bert_tf import example_codec, heads, tokenization, user_files
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import base
 
@@ -94,15 +94,9 @@ def split_context(paragraph_text):
 
 def load_squad_json(input_file):
   """The `data` list of a SQuAD file; errors name the file."""
+  text = user_files.read_text(input_file, "SQuAD file")
   try:
-    with open(input_file, "rb") as f:
-      raw = f.read()
-  except FileNotFoundError:
-    raise UserInputError("SQuAD file %s does not exist." % input_file) from None
-  try:
-    data = json.loads(raw.decode("utf-8"))
-  except UnicodeDecodeError:
-    raise UserInputError("SQuAD file %s is not UTF-8 text." % input_file) from None
+    data = json.loads(text)
   except json.JSONDecodeError as e:
     raise UserInputError("SQuAD file %s is not valid JSON: %s." % (input_file, e)) from None
   if not isinstance(data, dict) or not isinstance(data.get("data"), list):

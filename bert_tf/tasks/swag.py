@@ -10,10 +10,11 @@ NUM_CHOICES * max_seq_length values (choice-major), `label_ids`, `is_real_exampl
 
 import csv
 import dataclasses
+import io
 
 from keras import ops
 
-from bert_tf import example_codec, heads, packing
+from bert_tf import example_codec, heads, packing, user_files
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import encoder_inputs
 from bert_tf.tasks import base
@@ -33,13 +34,8 @@ class SwagExample:
 
 def read_swag_examples(input_file, has_labels):
   """SwagExamples from a SWAG CSV (header row; test files have no label column)."""
-  try:
-    with open(input_file, encoding="utf-8", newline="") as f:
-      rows = list(csv.DictReader(f))
-  except FileNotFoundError:
-    raise UserInputError("SWAG file %s does not exist (check --data_dir)." % input_file) from None
-  except UnicodeDecodeError:
-    raise UserInputError("SWAG file %s is not UTF-8 text." % input_file) from None
+  text = user_files.read_text(input_file, "SWAG file", "(check --data_dir)")
+  rows = list(csv.DictReader(io.StringIO(text, newline="")))
   if not rows:
     raise UserInputError("SWAG file %s has no rows." % input_file)
   missing = [c for c in _COLUMNS + (("label",) if has_labels else ()) if c not in rows[0]]
