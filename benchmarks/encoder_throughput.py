@@ -19,21 +19,20 @@ from absl import app, flags  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks import common  # noqa: E402
 from benchmarks.common import best_seconds, forward_flops, matmul_peak_gflops  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.modeling import BertModel  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("batch_size", 32, "Sequences per forward pass.")
-flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
-flags.DEFINE_integer("num_layers", 12, "Encoder layers (BERT-Base: 12).")
+common.define_workload_flags(32, "Sequences per forward pass.", 5, "Timed forward passes.")
 flags.DEFINE_integer("hidden_size", 768, "Hidden size (BERT-Base: 768).")
 flags.DEFINE_integer("num_heads", 12, "Attention heads (BERT-Base: 12).")
 flags.DEFINE_integer("intermediate_size", 3072, "Feed-forward size (BERT-Base: 3072).")
-flags.DEFINE_integer("iterations", 5, "Timed forward passes.")
 flags.DEFINE_integer("matmul_size", 4096, "Side of the square matrices used to measure the peak.")
 flags.DEFINE_bool("jit_compile", True, "Compile the forward pass with XLA (the default of bert_tf's "
                   "inference paths; --nojit_compile measures plain graph mode).")
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 
 def main(_):
@@ -51,8 +50,7 @@ def main(_):
   forward = tf.function(lambda x: model(x, training=False)["sequence_output"],
                         jit_compile=FLAGS.jit_compile)
   seconds = best_seconds(lambda: forward(inputs).numpy(), FLAGS.iterations)
-  flops = forward_flops(FLAGS.batch_size, FLAGS.seq_length, config.num_hidden_layers,
-                        config.hidden_size, config.intermediate_size)
+  flops = forward_flops(config, FLAGS.batch_size, FLAGS.seq_length)
   achieved = flops / seconds / 1e9
   peak = matmul_peak_gflops(FLAGS.matmul_size)
   print("encoder: L=%d H=%d A=%d I=%d, batch %d x seq %d, float32, jit_compile=%s" %

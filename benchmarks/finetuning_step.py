@@ -16,7 +16,6 @@ weights. Prints figures only.
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,20 +27,17 @@ from absl import app, flags  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks.common import MINILM_L6  # noqa: E402
+from benchmarks import common  # noqa: E402
 from bert_tf import checkpoints, optimization, tokenization, training  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.tasks import glue  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = flags.FLAGS
-flags.DEFINE_string("bert_config_file", None, "Model config (default: MiniLM-L6 shape).")
-flags.DEFINE_string("init_checkpoint", None, "Google-layout checkpoint or HF folder.")
+common.define_hf_comparison_flags()
 flags.DEFINE_integer("max_seq_length", 128, "Padded length, as run_classifier's flag.")
 flags.DEFINE_integer("batch_size", 32, "Pairs per step.")
 flags.DEFINE_integer("steps", 10, "Timed steps per mode (after 2 warm-up steps).")
-flags.DEFINE_string("hf_python", None, "A Python with torch + transformers, for the comparison.")
-flags.DEFINE_string("hf_model_dir", None, "HF folder with the same weights (else random).")
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 HF_SIDE = r'''
 import json, statistics, sys, time
@@ -88,8 +84,7 @@ def batches(num_batches):
 
 
 def time_bert_tf(data, dynamic):
-  config = (BertConfig.from_json_file(FLAGS.bert_config_file) if FLAGS.bert_config_file
-            else BertConfig(**MINILM_L6))
+  config = common.comparison_config()
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   task = glue.ClassificationTask(config, 2, dynamic_length=dynamic)
   with strategy.scope():
@@ -121,14 +116,10 @@ def main(_):
     with tempfile.TemporaryDirectory() as folder:
       path = os.path.join(folder, "batches.npz")
       np.savez(path, **data)
-      hf_config = {k: v for k, v in config.to_dict().items() if k in MINILM_L6}
-      env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-      result = subprocess.run([FLAGS.hf_python, "-c", HF_SIDE, path, FLAGS.hf_model_dir or "-",
-                               str(os.cpu_count()), json.dumps(hf_config), str(FLAGS.steps + 2)],
-                              capture_output=True, text=True, env=env)
-      if result.returncode:
-        sys.exit("HF measurement failed:\n" + result.stderr[-3000:])
-      results["HF transformers"] = json.loads(result.stdout.strip().splitlines()[-1])["seconds"]
+      results["HF transformers"] = common.run_json_script(
+          FLAGS.hf_python, HF_SIDE, path, FLAGS.hf_model_dir or "-", str(os.cpu_count()),
+          json.dumps(common.hf_config(config)), str(FLAGS.steps + 2),
+          failure="HF measurement failed")["seconds"]
   print("fine-tuning step: L=%d H=%d, batch %d, max_seq_length %d, MRPC-sample pairs "
         "(real lengths: mean %.1f, longest per batch: mean %.1f)" %
         (config.num_hidden_layers, config.hidden_size, FLAGS.batch_size, FLAGS.max_seq_length,

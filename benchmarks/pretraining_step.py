@@ -19,17 +19,16 @@ from absl import app, flags  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks import common  # noqa: E402
 from benchmarks.common import best_seconds, forward_flops, matmul_peak_gflops  # noqa: E402
 from bert_tf import checkpoints, optimization, training  # noqa: E402
 from bert_tf.config import BertConfig  # noqa: E402
 from bert_tf.tasks.pretraining import PretrainingTask  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("batch_size", 16, "Sequences per step.")
-flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+common.define_workload_flags(16, "Sequences per step.", 3, "Timed steps per mode.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
-flags.DEFINE_integer("iterations", 3, "Timed steps per mode.")
-flags.DEFINE_integer("num_layers", 12, "Encoder layers (BERT-Base: 12).")
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 
 def random_batch(rng, batch, seq, predictions, vocab):
@@ -65,8 +64,7 @@ def main(_):
   results = {}
   for jit in (False, True):
     results[jit], config = time_steps(jit)
-  flops = 3 * forward_flops(FLAGS.batch_size, FLAGS.seq_length, config.num_hidden_layers,
-                            config.hidden_size, config.intermediate_size)
+  flops = 3 * forward_flops(config, FLAGS.batch_size, FLAGS.seq_length)
   peak = matmul_peak_gflops(4096)
   print("pretraining step: L=%d H=%d, batch %d x seq %d, %d masked positions, float32" %
         (config.num_hidden_layers, config.hidden_size, FLAGS.batch_size, FLAGS.seq_length,

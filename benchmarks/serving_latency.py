@@ -17,7 +17,6 @@ MiniLM-L6-shaped (6 layers, hidden 384) with random weights. Prints figures only
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -26,19 +25,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bert_tf  # noqa: E402,F401
 from absl import app, flags  # noqa: E402
 
-from benchmarks.common import MINILM_L6  # noqa: E402
+from benchmarks import common  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = flags.FLAGS
-flags.DEFINE_string("bert_config_file", None, "Model config (default: MiniLM-L6 shape).")
-flags.DEFINE_string("init_checkpoint", None, "Google-layout checkpoint or HF folder.")
+common.define_hf_comparison_flags()
 flags.DEFINE_string("vocab_file", os.path.join(REPO, "data", "vocab.txt"), "Vocabulary.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
 flags.DEFINE_integer("max_seq_length", 128, "Packed length of the padded export.")
 flags.DEFINE_integer("requests", 200, "Timed single requests per workload.")
 flags.DEFINE_integer("batches", 20, "Timed batches of 32 sentences.")
-flags.DEFINE_string("hf_python", None, "A Python with torch + transformers, for the comparison.")
-flags.DEFINE_string("hf_model_dir", None, "HF folder with the same weights (else random).")
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 # Timing loop shared by both sides: `call(texts)` answers a list of strings.
 TIMING = r'''
@@ -103,11 +100,9 @@ def workload():
 def make_exports(folder):
   """The same classifier exported cut-to-length and padded; returns {name: path}."""
   from bert_tf import checkpoints
-  from bert_tf.config import BertConfig
   from bert_tf.tasks import glue
   from bert_tf.tasks.classifier_export import export_classifier
-  config = (BertConfig.from_json_file(FLAGS.bert_config_file) if FLAGS.bert_config_file
-            else BertConfig(**MINILM_L6))
+  config = common.comparison_config()
   model = glue.ClassifierModel(config, num_labels=2, dynamic_length=True)
   if FLAGS.init_checkpoint:
     checkpoints.load_checkpoint(FLAGS.init_checkpoint, model.encoder, strict=False)
@@ -120,12 +115,8 @@ def make_exports(folder):
 
 
 def measure(python, script, *args):
-  env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1", TF_CPP_MIN_LOG_LEVEL="2")
-  env.pop("PYTHONPATH", None)
-  result = subprocess.run([python, "-c", script, *args], capture_output=True, text=True, env=env)
-  if result.returncode:
-    sys.exit("measurement failed:\n" + result.stderr[-3000:])
-  return json.loads(result.stdout.strip().splitlines()[-1])
+  return common.run_json_script(python, script, *args,
+                                env={"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
 def main(_):
@@ -137,10 +128,9 @@ def main(_):
     results = {name: measure(sys.executable, TF_SIDE, work_file, path)
                for name, path in paths.items()}
     if FLAGS.hf_python:
-      hf_config = {k: v for k, v in config.to_dict().items() if k in MINILM_L6}
       results["HF transformers"] = measure(
           FLAGS.hf_python, HF_SIDE % FLAGS.max_seq_length, work_file, FLAGS.vocab_file,
-          FLAGS.hf_model_dir or "-", str(os.cpu_count()), json.dumps(hf_config))
+          FLAGS.hf_model_dir or "-", str(os.cpu_count()), json.dumps(common.hf_config(config)))
   print("classifier serving: L=%d H=%d, max_seq_length %d, fresh process, %d CPU threads" %
         (config.num_hidden_layers, config.hidden_size, FLAGS.max_seq_length, os.cpu_count()))
   print("%-16s %22s %22s %16s" % ("", "short p50 / p99 ms", "long p50 / p99 ms",
