@@ -113,15 +113,12 @@ def main(_):
   task = squad.SquadTask(run.config, **runner.task_options(FLAGS))
   trainer = runner.make_trainer(FLAGS, run.strategy, task, num_train_steps, num_warmup_steps)
 
-  if FLAGS.do_train:
-    train_file = out("train.tf_record")
-    count, _ = write_features(train_examples, run.tokenizer, train_file, is_training=True)
-    logging.info("***** Running training: %d examples, %d features, batch %d, %d steps *****",
-                 len(train_examples), count, FLAGS.train_batch_size, num_train_steps)
-    runner.train_on_records(FLAGS, trainer, [train_file],
-                            squad.feature_spec(FLAGS.max_seq_length, True), num_train_steps)
-  else:
-    trainer.restore_or_initialize()
+  def write_train_file(path):
+    count, _ = write_features(train_examples, run.tokenizer, path, is_training=True)
+    return "%d examples, %d features" % (len(train_examples), count)
+
+  runner.train_or_restore(FLAGS, trainer, squad.feature_spec(FLAGS.max_seq_length, True),
+                          num_train_steps, write_train_file)
 
   if FLAGS.do_predict:
     predict_file = out("eval.tf_record")

@@ -51,14 +51,11 @@ def main(_):
   task = swag.MultipleChoiceTask(run.config, **runner.task_options(FLAGS))
   trainer = runner.make_trainer(FLAGS, run.strategy, task, num_train_steps, num_warmup_steps)
 
-  if FLAGS.do_train:
-    train_file = out("train.tf_record")
-    write_feature_file(train_examples, run.tokenizer, train_file, "train features")
-    logging.info("***** Running training: %d examples, batch %d, %d steps *****",
-                 len(train_examples), FLAGS.train_batch_size, num_train_steps)
-    runner.train_on_records(FLAGS, trainer, [train_file], spec, num_train_steps)
-  else:
-    trainer.restore_or_initialize()
+  def write_train_file(path):
+    write_feature_file(train_examples, run.tokenizer, path, "train features")
+    return "%d examples" % len(train_examples)
+
+  runner.train_or_restore(FLAGS, trainer, spec, num_train_steps, write_train_file)
 
   if FLAGS.do_eval:
     eval_file = out("eval.tf_record")

@@ -187,6 +187,20 @@ def make_trainer(values, strategy, task, num_train_steps, num_warmup_steps):
       worker=distribution.worker_name(strategy))
 
 
+def train_or_restore(values, trainer, spec, num_train_steps, write_train_file):
+  """--do_train: writes output_dir/train.tf_record with `write_train_file(path)` (which returns
+  what it wrote, e.g. "12 examples", for the log) and trains on it; otherwise restores the
+  latest state or --init_checkpoint for evaluation and prediction."""
+  if not values.do_train:
+    trainer.restore_or_initialize()
+    return
+  train_file = os.path.join(values.output_dir, "train.tf_record")
+  written = write_train_file(train_file)
+  logging.info("***** Running training: %s, batch %d, %d steps *****", written,
+               values.train_batch_size, num_train_steps)
+  train_on_records(values, trainer, [train_file], spec, num_train_steps)
+
+
 def train_on_records(values, trainer, files, spec, num_train_steps):
   """Trains on TFRecord files of `spec` features with the shared batch/seed/save flags."""
   from bert_tf import input_pipeline

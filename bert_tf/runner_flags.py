@@ -6,7 +6,7 @@ these; `bert_tf.runner` turns the values into checks, a strategy and a Trainer.
 
 from absl import flags
 
-from bert_tf import distribution, tokenization
+from bert_tf import cli, distribution
 
 
 def define_hardware_flags():
@@ -76,12 +76,7 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, learning_ra
       "The maximum total input sequence length after WordPiece tokenization. Sequences longer "
       "than this will be truncated, and sequences shorter than this will be padded.",
       train_batch_size, learning_rate)
-  flags.DEFINE_string("vocab_file", None,
-                      "The vocabulary file that the BERT model was trained on.")
-  flags.DEFINE_bool("do_lower_case", True,
-                    "Whether to lower case the input text. Should be True for uncased models and "
-                    "False for cased models.")
-  flags.DEFINE_bool("strip_accents", None, tokenization.STRIP_ACCENTS_HELP)
+  cli.define_tokenizer_flags()
   flags.DEFINE_bool("do_predict", False, do_predict_help)
   flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
   flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
