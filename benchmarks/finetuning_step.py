@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import common  # noqa: E402
-from bert_tf import checkpoints, optimization, tokenization, training  # noqa: E402
+from bert_tf import checkpoints, optimization, runner, tokenization, training  # noqa: E402
 from bert_tf.tasks import glue  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,6 +37,8 @@ common.define_hf_comparison_flags()
 flags.DEFINE_integer("max_seq_length", 128, "Padded length, as run_classifier's flag.")
 flags.DEFINE_integer("batch_size", 32, "Pairs per step.")
 flags.DEFINE_integer("steps", 10, "Timed steps per mode (after 2 warm-up steps).")
+flags.DEFINE_bool("jit_compile", False, "Also time the cut batches under XLA (run_classifier's "
+                  "--jit_compile, lengths rounded up to multiples of 16).")
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 HF_SIDE = r'''
@@ -83,17 +85,18 @@ def batches(num_batches):
   return {n: a.reshape((num_batches, FLAGS.batch_size) + a.shape[1:]) for n, a in arrays.items()}
 
 
-def time_bert_tf(data, dynamic):
+def time_bert_tf(data, dynamic, jit_compile=False):
   config = common.comparison_config()
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-  task = glue.ClassificationTask(config, 2, dynamic_length=dynamic)
+  task = glue.ClassificationTask(config, 2, dynamic_length=dynamic,
+                                 length_bucket=runner.XLA_LENGTH_BUCKET if jit_compile else 1)
   with strategy.scope():
     model = task.create_model()
     if FLAGS.init_checkpoint:
       checkpoints.load_checkpoint(FLAGS.init_checkpoint, model.encoder, strict=False)
     names = checkpoints.variable_map(model.encoder, model.heads)
     optimizer = optimization.create_optimizer(2e-5, 1000, 10, names)
-  step = training.TrainStep(strategy, task, model, optimizer)
+  step = training.TrainStep(strategy, task, model, optimizer, jit_compile=jit_compile)
   features = {"input_word_ids": data["input_ids"], "input_mask": data["input_mask"],
               "input_type_ids": data["segment_ids"], "label_ids": data["label_ids"][..., None],
               "is_real_example": data["is_real_example"][..., None]}
@@ -110,8 +113,11 @@ def main(_):
   data = batches(FLAGS.steps + 2)
   lengths = data["input_mask"].sum(-1)
   results = {}
-  for name, dynamic in (("padded", False), ("cut", True)):
-    results[name], config = time_bert_tf(data, dynamic)
+  modes = [("padded", False, False), ("cut", True, False)]
+  if FLAGS.jit_compile:
+    modes.append(("cut + XLA", True, True))  # run_classifier --jit_compile: lengths bucketed by 16
+  for name, dynamic, jit in modes:
+    results[name], config = time_bert_tf(data, dynamic, jit)
   if FLAGS.hf_python:
     with tempfile.TemporaryDirectory() as folder:
       path = os.path.join(folder, "batches.npz")
@@ -128,8 +134,9 @@ def main(_):
   for name, median in medians.items():
     print("%-16s %.3f s/step (median of %d), %.1f pairs/s" %
           (name, median, len(results[name]), FLAGS.batch_size / median))
-  for name in [n for n in medians if n != "cut"]:
-    print("cut vs %s: %.2fx faster" % (name, medians[name] / medians["cut"]))
+  for fast in [n for n in medians if n.startswith("cut")]:
+    for name in [n for n in medians if not n.startswith("cut")]:
+      print("%s vs %s: %.2fx faster" % (fast, name, medians[name] / medians[fast]))
 
 
 if __name__ == "__main__":
