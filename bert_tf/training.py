@@ -86,15 +86,18 @@ def distribute_batch(strategy, batch):
   return strategy.experimental_distribute_values_from_function(slice_for)
 
 
-def pad_batch(strategy, batch):
-  """Zero-pads an eval/predict batch to a multiple of the local replicas.
+def pad_batch(strategy, batch, size=None):
+  """Zero-pads an eval/predict batch to `size` rows (the first batch's: a shorter last batch
+  would cost a second trace of the step, seconds for a BERT graph) and to a multiple of the
+  local replicas.
 
   Returns (padded batch, real row count). Padded rows carry zero weights (e.g.
   is_real_example=0), as the original's PaddingInputExample did on TPUs.
   """
   local_replicas = len(strategy.extended.worker_devices)
   rows = int(tf.shape(tf.nest.flatten(batch)[0])[0])
-  missing = -rows % local_replicas
+  target = max(rows, size or 0)
+  missing = target - rows + (-target % local_replicas)
   if missing:
     batch = tf.nest.map_structure(
         lambda t: tf.concat([t, tf.zeros([missing] + t.shape[1:].as_list(), t.dtype)], 0), batch)
@@ -421,11 +424,12 @@ class Trainer:
                        for k in sorted(numerators)])
       return sums, loss, self._gather(predictions) if with_predictions else {}
 
-    totals, losses, collected, steps = {}, [], [], 0
+    totals, losses, collected, steps, size = {}, [], [], 0, None
     for features in dataset:
       if max_steps is not None and steps >= max_steps:
         break
-      features, rows = pad_batch(self.strategy, features)
+      features, rows = pad_batch(self.strategy, features, size)
+      size = size or rows
       sums, loss, predictions = eval_step(distribute_batch(self.strategy, features))
       for name, (total, count) in sums.items():
         previous = totals.get(name, (0.0, 0.0))
@@ -456,9 +460,10 @@ class Trainer:
       return self._gather(self.strategy.run(lambda f: self.task.predict_batch(self.model, f),
                                             args=(features,)))
 
-    collected = []
+    collected, size = [], None
     for features in dataset:
-      padded, rows = pad_batch(self.strategy, features)
+      padded, rows = pad_batch(self.strategy, features, size)
+      size = size or rows
       outputs = predict_step(distribute_batch(self.strategy, padded))
       collected.append(tf.nest.map_structure(lambda t: t.numpy()[:rows], outputs))
     return _concatenate(collected)
