@@ -201,6 +201,22 @@ def test_keras_tfsm_layer(exports, reference):
   assert len(encoder.trainable_weights) == 39 and not preprocessor.weights
 
 
+def test_ids_cut_to_the_longest_real_sequence_give_the_full_length_outputs(exports):
+  """The README's recipe for paying only for real tokens with the TF-Hub pair."""
+  import tensorflow_text  # noqa: F401  (the preprocessor's ops)
+  preprocessor = tf.saved_model.load(exports["preprocessor"])
+  encoder = tf.saved_model.load(exports["encoder"])
+  inputs = preprocessor(tf.constant([t for t in TEXTS if not t.startswith("a long")]))
+  longest = int(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=1)))
+  assert longest < SEQ
+  full = encoder(inputs, training=False)
+  cut = encoder({k: v[:, :longest] for k, v in inputs.items()}, training=False)
+  real = inputs["input_mask"].numpy()[:, :longest].astype(bool)
+  np.testing.assert_allclose(cut["pooled_output"], full["pooled_output"], atol=1e-5)
+  np.testing.assert_allclose(cut["sequence_output"].numpy()[real],
+                             full["sequence_output"].numpy()[:, :longest][real], atol=1e-5)
+
+
 def test_strip_accents_false_preprocessor_keeps_hangul(tmp_path):
   vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "한국어", "안녕", "##하세요", "café",
            "cafe", "."]
