@@ -8,6 +8,7 @@ folder), each with one message naming the flag and the fix.
 
 import dataclasses
 import os
+import uuid
 
 from absl import logging
 import keras
@@ -156,7 +157,8 @@ def make_output_dir(path, flag="--output_dir"):
   way stops before any work rather than at the first checkpoint."""
   if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
     raise UserInputError("%s=%s is a file; pass a folder." % (flag, path))
-  probe = os.path.join(path, ".bert_tf_write_test")
+  # One probe name per process: workers of a multi-worker run share the folder.
+  probe = os.path.join(path, ".bert_tf_write_test.%d.%s" % (os.getpid(), uuid.uuid4().hex[:8]))
   try:
     tf.io.gfile.makedirs(path)
     with tf.io.gfile.GFile(probe, "w") as f:
