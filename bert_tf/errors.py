@@ -19,3 +19,10 @@ class Preempted(Exception):
     super().__init__(
         "preempted by %s after step %d; the training state is saved in %s. Run the same "
         "command again to resume." % (signal.Signals(signum).name, step, state_dir))
+
+
+def io_reason(error):
+  """The reason of a file-system error, for a one-line message that names the path itself:
+  TensorFlow's "<path>; No space left on device [Op:SaveV2]" gives "No space left on device"."""
+  message = getattr(error, "message", None) or getattr(error, "strerror", None) or str(error)
+  return message.splitlines()[0].split("; ")[-1].split(" [Op:")[0]

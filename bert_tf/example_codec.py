@@ -10,7 +10,7 @@ TensorFlow is imported only to write or parse files, so processes that only enco
 
 import struct
 
-from bert_tf.errors import UserInputError
+from bert_tf.errors import UserInputError, io_reason
 from bert_tf.progress import Progress
 
 _VARINT_CACHE_SIZE = 1 << 18
@@ -106,7 +106,7 @@ class ExampleFileWriter:
 
   def _failed(self, error, path):
     """A write error (full disk, lost file system) as one message naming the file."""
-    reason = (getattr(error, "message", None) or str(error)).splitlines()[0].split("; ")[-1]
+    reason = io_reason(error)
     fix = ("free space or pick another output folder" if "space" in reason.lower()
            else "check that its folder exists and is writable")
     return UserInputError("Writing %s failed: %s. Nothing was kept; %s, then run the command "

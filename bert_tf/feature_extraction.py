@@ -32,11 +32,7 @@ class InputExample:
 
 def read_lines(input_file):
   """The file's lines as str, split on "\\n" only; non-UTF-8 is an error naming the line."""
-  try:
-    with open(input_file, "rb") as f:
-      data = f.read()
-  except OSError as e:
-    raise user_files.open_error(e, input_file, "Input file", "(check --input_file)") from None
+  data = user_files.read_bytes(input_file, "Input file", "(check --input_file)")
   lines = data.split(b"\n")
   if lines[-1] == b"":
     lines.pop()

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from bert_tf import cli, distribution, tokenization, training
 from bert_tf.config import BertConfig
-from bert_tf.errors import UserInputError
+from bert_tf.errors import UserInputError, io_reason
 
 _ACTIONS = ("do_train", "do_eval", "do_predict", "export_dir")
 
@@ -165,9 +165,8 @@ def make_output_dir(path, flag="--output_dir"):
       f.write("")
     tf.io.gfile.remove(probe)
   except (tf.errors.OpError, OSError) as e:
-    message = e.message if isinstance(e, tf.errors.OpError) else str(e)
     raise UserInputError("%s=%s is not writable: %s. Pick a folder you can write to." %
-                         (flag, path, message.splitlines()[0])) from None
+                         (flag, path, io_reason(e))) from None
 
 
 def num_train_steps(values, num_examples):

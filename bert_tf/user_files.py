@@ -1,6 +1,6 @@
 """Reading the user's text files (vocab, config, TSV/CSV/JSON data) with one-line errors.
 
-Every reader of a file named by a flag goes through `read_text`, so a missing file, a
+Every reader of a file named by a flag goes through `read_text` (or `read_bytes`), so a missing file, a
 folder where a file belongs, an unreadable file or bytes that are not UTF-8 give the same
 kind of message: the file, what it is for, and the fix. A UTF-8 byte order mark at the
 start (Windows editors write one) is dropped: it is never content, and left in place it
@@ -10,7 +10,7 @@ No TensorFlow import at module level: the Beam launcher reads the vocab too.
 
 import errno
 
-from bert_tf.errors import UserInputError
+from bert_tf.errors import UserInputError, io_reason
 
 _BOM = "\ufeff"
 
@@ -24,7 +24,7 @@ def _read_bytes(path):
     except tf.errors.NotFoundError:
       raise FileNotFoundError(errno.ENOENT, "not found", path) from None
     except tf.errors.OpError as e:
-      raise OSError(errno.EIO, e.message.splitlines()[0], path) from None
+      raise OSError(errno.EIO, io_reason(e), path) from None
   with open(path, "rb") as f:
     return f.read()
 
@@ -45,16 +45,18 @@ def open_error(error, path, what, hint=""):
   return UserInputError("%s %s cannot be read: %s." % (what, path, error.strerror or error))
 
 
-def read_text(path, what, hint=""):
-  """The UTF-8 text of `path` (BOM dropped); `what` names the file's role, e.g. "Vocab file".
-
-  `hint` is appended to the "does not exist" message, e.g. "(check --vocab_file)".
-  """
-  path = str(path)
+def read_bytes(path, what, hint=""):
+  """The bytes of `path`; `what` names the file's role, e.g. "Vocab file", and `hint` is
+  appended to the "does not exist" message, e.g. "(check --vocab_file)"."""
   try:
-    data = _read_bytes(path)
+    return _read_bytes(str(path))
   except OSError as e:
     raise open_error(e, path, what, hint) from None
+
+
+def read_text(path, what, hint=""):
+  """The UTF-8 text of `path` (BOM dropped), read as `read_bytes` does."""
+  data = read_bytes(path, what, hint)
   try:
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:
