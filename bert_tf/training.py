@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import checkpoints
-from bert_tf.errors import Preempted, UserInputError
+from bert_tf.errors import Preempted, UserInputError, io_reason
 from bert_tf.progress import Progress
 
 _LOSS_SCALE_PERIOD = 2000
@@ -65,6 +65,16 @@ def _reduce_sum(strategy, per_replica):
   return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
 
+def padded_batches(strategy, dataset):
+  """(padded batch, real row count) for each batch, every one padded to the first batch's size:
+  a shorter last batch would cost a second trace of the step, seconds for a BERT graph."""
+  size = None
+  for batch in dataset:
+    batch, rows = pad_batch(strategy, batch, size)
+    size = size or rows
+    yield batch, rows
+
+
 def distribute_batch(strategy, batch):
   """Splits this worker's batch evenly over its local replicas.
 
@@ -87,9 +97,7 @@ def distribute_batch(strategy, batch):
 
 
 def pad_batch(strategy, batch, size=None):
-  """Zero-pads an eval/predict batch to `size` rows (the first batch's: a shorter last batch
-  would cost a second trace of the step, seconds for a BERT graph) and to a multiple of the
-  local replicas.
+  """Zero-pads an eval/predict batch to `size` rows and to a multiple of the local replicas.
 
   Returns (padded batch, real row count). Padded rows carry zero weights (e.g.
   is_real_example=0), as the original's PaddingInputExample did on TPUs.
@@ -297,13 +305,12 @@ class Trainer:
     try:
       self._save_files(manager)
     except (tf.errors.OpError, OSError) as e:
-      message = e.message if isinstance(e, tf.errors.OpError) else str(e)
       self._remove_partial_save()
       previous = manager.latest_checkpoint
       raise UserInputError(
           "Saving the checkpoint of step %d in %s failed: %s. %s; free space or fix the folder, "
           "then run the same command again." %
-          (self.step, self.output_dir, message.splitlines()[0].split("; ")[-1].split(" [Op:")[0],
+          (self.step, self.output_dir, io_reason(e),
            "The run will resume from %s" % previous if previous
            else "No earlier checkpoint exists, so the run will start over")) from None
 
@@ -424,12 +431,10 @@ class Trainer:
                        for k in sorted(numerators)])
       return sums, loss, self._gather(predictions) if with_predictions else {}
 
-    totals, losses, collected, steps, size = {}, [], [], 0, None
-    for features in dataset:
+    totals, losses, collected, steps = {}, [], [], 0
+    for features, rows in padded_batches(self.strategy, dataset):
       if max_steps is not None and steps >= max_steps:
         break
-      features, rows = pad_batch(self.strategy, features, size)
-      size = size or rows
       sums, loss, predictions = eval_step(distribute_batch(self.strategy, features))
       for name, (total, count) in sums.items():
         previous = totals.get(name, (0.0, 0.0))
@@ -460,10 +465,8 @@ class Trainer:
       return self._gather(self.strategy.run(lambda f: self.task.predict_batch(self.model, f),
                                             args=(features,)))
 
-    collected, size = [], None
-    for features in dataset:
-      padded, rows = pad_batch(self.strategy, features, size)
-      size = size or rows
+    collected = []
+    for padded, rows in padded_batches(self.strategy, dataset):
       outputs = predict_step(distribute_batch(self.strategy, padded))
       collected.append(tf.nest.map_structure(lambda t: t.numpy()[:rows], outputs))
     return _concatenate(collected)
