@@ -116,15 +116,26 @@ def _record_count(path, data):
   return count
 
 
+# (path, size, modification time) -> record count of the files found complete in this process:
+# run_pretraining checks its files up front and reads them again for training and evaluation.
+_COMPLETE = {}
+
+
 def check_complete(files):
   """Every file's records end exactly at its end (length headers walked); returns record counts.
 
-  Cheap: only the 12-byte headers are read (0.13 s for 100k records, 250 MB, here). Local files
-  are mapped into memory; other file systems (gs://, ...) are read once through tf.io.gfile.
+  Cheap: only the 12-byte headers are read (0.13 s for 100k records, 250 MB, here), once per
+  file and version in a process. Local files are mapped into memory; other file systems
+  (gs://, ...) are read once through tf.io.gfile.
   """
   started, counts = time.time(), []
   for path in files:
     try:
+      stat = tf.io.gfile.stat(path)
+      key = (path, stat.length, stat.mtime_nsec)
+      if key in _COMPLETE:
+        counts.append(_COMPLETE[key])
+        continue
       if "://" in path:
         with tf.io.gfile.GFile(path, "rb") as f:
           counts.append(_record_count(path, f.read()))
@@ -135,6 +146,7 @@ def check_complete(files):
             continue
           with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             counts.append(_record_count(path, data))
+      _COMPLETE[key] = counts[-1]
     except IsADirectoryError:
       raise UserInputError("TFRecord file %s is a folder; pass its files (a glob such as "
                            "%s/*.tfrecord)." % (path, path.rstrip("/"))) from None
