@@ -17,7 +17,7 @@ survives `model.save("x.keras")` / `keras.saving.load_model`.
 import keras
 from keras import ops
 
-from bert_tf import layers
+from bert_tf import layers, names
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 
@@ -101,6 +101,10 @@ class BertModel(keras.Model):
     if isinstance(config.get("dtype"), dict):
       config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
     return cls(**config)
+
+  def checkpoint_variables(self):
+    """Google name -> variable for every weight (bert_tf/names.py's encoder rows)."""
+    return names.variables_of(self, names.encoder(self.config.num_hidden_layers))
 
   def get_embedding_table(self):
     """The [vocab_size, H] word embeddings, shared with the masked-LM head."""

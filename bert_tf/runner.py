@@ -146,10 +146,10 @@ def prepare(values, required, min_seq_length=3):
 
 
 def _check_init_checkpoint(path):
-  """A missing --init_checkpoint stops here, not after the feature files are written."""
-  from bert_tf import checkpoints, hf_checkpoints
-  if not hf_checkpoints.is_hf_folder(path):
-    checkpoints.resolve_checkpoint_path(path)
+  """A missing or damaged --init_checkpoint stops here, not after the feature files are
+  written."""
+  from bert_tf import checkpoints
+  checkpoints.check_source(path)
 
 
 def make_output_dir(path, flag="--output_dir"):

@@ -18,6 +18,7 @@ original's for the whole global batch, however it is split.
 import keras
 from keras import ops
 
+from bert_tf import checkpoints
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertModel, encoder_inputs, trim_to_longest
 
@@ -54,6 +55,11 @@ class TaskModel(keras.Model):
   def create_heads(self):
     """Creates the heads as attributes and returns them as a list."""
     raise NotImplementedError
+
+  def checkpoint_groups(self):
+    """[(part, {Google name: variable})] of what goes into Google-layout checkpoints:
+    the encoder, then each head (a head may be absent from a checkpoint)."""
+    return checkpoints.variable_groups(self.encoder, self.heads)
 
   def required_length(self, features):
     """Positions the heads read beyond the real tokens (None: only real ones)."""
