@@ -14,7 +14,7 @@ Every other flag is one of Beam's pipeline options and goes to Beam unchanged:
 --runner (DataflowRunner, FlinkRunner, SparkRunner, ...), --direct_num_workers,
 --direct_running_mode, --project, --region, --temp_location, --flink_master, ...
 See https://beam.apache.org/documentation/runners/capability-matrix/ and the
-README section "Corpus-scale pretraining data (Apache Beam)".
+section "Corpus-scale pretraining data (Apache Beam)" of docs/pretraining.md.
 """
 
 import difflib

@@ -11,6 +11,8 @@ Google and Hugging Face names:
   squad       SpanHead             cls/squad/{output_weights, output_bias}  (run_squad.py)
   swag        MultipleChoiceHead   cls/swag/output_weights [1, H]           (run_swag.py; not in
               the original code, which shipped no SWAG runner: the paper's one vector)
+  ner         TokenClassificationHead  cls/ner/{output_weights, output_bias}  (run_ner.py; not in
+              the original code either: section 5.3's token classifier)
 
 Every head is Keras-serializable (`get_config` holds the BertConfig as a dict);
 the masked-LM head's tied embedding table is not part of its config: whoever
@@ -152,6 +154,29 @@ class SpanHead(_PooledLogits):
     """[B, S, H] -> ([B, S] start logits, [B, S] end logits)."""
     logits = self.logits(sequence_output)  # [B, S, 2]
     return logits[:, :, 0], logits[:, :, 1]
+
+
+@layers.serializable
+class TokenClassificationHead(_PooledLogits):
+  """run_ner's head (paper section 5.3): dropout on each position's final hidden state, then
+  per-label logits. The paper feeds only each word's first sub-token to it; which positions
+  count is the task's (its loss and predictions), not the head's."""
+
+  checkpoint_kind = "ner"
+
+  def __init__(self, config, num_labels, dropout_rate=None, **kwargs):
+    config = BertConfig.coerce(config)
+    super().__init__(config, num_labels, 0.02, **kwargs)
+    self.dropout_rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
+    self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+
+  def get_config(self):
+    return {**super().get_config(), "num_labels": self.num_labels,
+            "dropout_rate": self.dropout_rate}
+
+  def call(self, sequence_output, training=False):
+    """[B, S, H] -> [B, S, num_labels] logits."""
+    return self.logits(self.dropout(sequence_output, training=training))
 
 
 @layers.serializable

@@ -43,10 +43,42 @@ TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 VOCAB_NAME = "vocab.txt"
 
 
-def _head_rows():
-  """kind -> [Name] of the heads HF has a form for."""
-  return collections.OrderedDict((kind, head.names) for kind, head in names.HEAD_KINDS.items()
-                                 if all(row.hf for row in head.names))
+def _head_rows(architectures=None):
+  """kind -> [Name] of the heads HF has a form for.
+
+  Given the HF file's `architectures`, kinds that share HF keys (HF names the sequence and
+  the token classifier alike) are narrowed to one: the kind of the named class, else the
+  first in the table.
+  """
+  out, owner = collections.OrderedDict(), {}
+  for kind, head in names.HEAD_KINDS.items():
+    if not all(row.hf for row in head.names):
+      continue
+    keys = tuple(row.hf for row in head.names)
+    if architectures is not None and keys in owner:
+      if head.hf_architecture in architectures:
+        del out[owner[keys]]
+      else:
+        continue
+    owner[keys] = kind
+    out[kind] = head.names
+  return out
+
+
+def _label_counts(variables, heads, mismatched, shown):
+  """The label count of each head with one (a [labels, H] matrix and its [labels] bias)."""
+  counts = {}
+  for kind in heads:
+    rows = [row for row in names.head_names(kind) if names.LABELS in row.shape]
+    if not rows:
+      continue
+    weights, bias = (variables.get(row.google) for row in rows)
+    if weights is None:
+      continue
+    counts[kind] = int(np.shape(weights)[0])
+    if bias is not None and np.shape(bias)[:1] != np.shape(weights)[:1]:
+      mismatched.append("%s vs %s (label counts differ)" % shown(rows, weights, bias))
+  return counts
 
 
 def _shape_ok(actual, expected):
@@ -133,7 +165,7 @@ def hf_to_google(state, config, source, architectures=()):
                     "BertForMaskedLM); bert_tf's encoder has the original's pooler")
     missing = []
   heads = []
-  for kind, rows in _head_rows().items():
+  for kind, rows in _head_rows(list(architectures)).items():
     present = [row for row in rows if row.hf in keys]
     if not present:
       continue
@@ -148,11 +180,8 @@ def hf_to_google(state, config, source, architectures=()):
         take(row)
       else:
         missing.append(row.hf)
-  if "classifier" in heads:
-    w, b = out["output_weights"], out["output_bias"]
-    if w.shape[:1] != b.shape:
-      mismatched.append("classifier.weight %s vs classifier.bias %s (label counts differ)" %
-                        (list(w.shape), list(b.shape)))
+  _label_counts(out, heads, mismatched, lambda rows, w, b: (
+      "%s %s" % (rows[0].hf, list(np.shape(w))), "%s %s" % (rows[1].hf, list(np.shape(b)))))
   for short, tied_to in names.HF_TIED.items():
     if short not in keys:
       continue
@@ -181,30 +210,28 @@ def google_to_hf(variables, config, source):
   present = set(variables)
   rows, missing, mismatched, problems = [], [], [], []
   encoder_rows = names.encoder(config.num_hidden_layers)
-  for row in encoder_rows:
-    (rows if row.google in present else missing).append(row if row.google in present
-                                                        else row.google)
+  parts = [encoder_rows]
   heads = []
   for kind, head_rows in _head_rows().items():
-    if not any(row.google in present for row in head_rows):
-      continue
-    heads.append(kind)
-    for row in head_rows:
-      (rows if row.google in present else missing).append(row if row.google in present
-                                                          else row.google)
+    if any(row.google in present for row in head_rows):
+      heads.append(kind)
+      parts.append(head_rows)
+  for part in parts:
+    for row in part:
+      if row.google in present:
+        rows.append(row)
+      else:
+        missing.append(row.google)
   unexpected = sorted(present - {row.google for row in rows})
   for row in rows:
     shape = tuple(np.shape(variables[row.google]))
     expected = names.shape_of(row, config)
     if not _shape_ok(shape, expected):
       mismatched.append("%s %s (expected %s)" % (row.google, list(shape), _shown(expected)))
-  num_labels = None
-  if "classifier" in heads and "output_weights" in present:
-    num_labels = int(np.shape(variables["output_weights"])[0])
-    if "output_bias" in present and tuple(np.shape(variables["output_bias"])) != (num_labels,):
-      mismatched.append("output_bias %s vs output_weights %s (label counts differ)" %
-                        (list(np.shape(variables["output_bias"])), [num_labels,
-                                                                     config.hidden_size]))
+  counts = _label_counts(variables, heads, mismatched, lambda rows, w, b: (
+      "%s %s" % (rows[1].google, list(np.shape(b))),
+      "%s %s" % (rows[0].google, list(np.shape(w)))))
+  num_labels = next(iter(counts.values()), None)
   architecture = names.hf_architecture(heads)
   if architecture is None:
     problems.append("no Hugging Face BERT class has these heads together: %s" % ", ".join(heads))

@@ -105,12 +105,15 @@ HEAD_KINDS = collections.OrderedDict([
     ("squad", HeadKind(logits("cls/squad/", "qa_outputs", 2), "BertForQuestionAnswering")),
     # The paper's one SWAG vector; HF's BertForMultipleChoice also has a bias, so no HF form.
     ("swag", HeadKind(logits("cls/swag/", None, 1, with_bias=False), None)),
+    # run_ner's token classifier (section 5.3; the original shipped none). HF names it as the
+    # sequence classifier: the file's architecture tells the two apart.
+    ("ner", HeadKind(logits("cls/ner/", "classifier", LABELS), "BertForTokenClassification")),
 ])
 
 # Heads that HF keeps in one class together.
 HF_COMBINED_ARCHITECTURES = {("mlm", "nsp"): "BertForPreTraining"}
-# HF classes whose `classifier.*` is not run_classifier's pooled head.
-HF_OTHER_CLASSIFIERS = ("BertForTokenClassification", "BertForMultipleChoice")
+# HF classes whose `classifier.*` is no head of bert_tf's (SWAG's has no bias).
+HF_OTHER_CLASSIFIERS = ("BertForMultipleChoice",)
 
 
 def head_names(kind):

@@ -22,7 +22,8 @@ def _all_heads(config):
   built = [heads.MaskedLMHead(config, encoder.get_embedding_table(), name="mlm"),
            heads.NextSentenceHead(config, name="nsp"),
            heads.ClassificationHead(config, 3, name="classifier"),
-           heads.SpanHead(config, name="squad"), heads.MultipleChoiceHead(config, name="swag")]
+           heads.SpanHead(config, name="squad"), heads.MultipleChoiceHead(config, name="swag"),
+           heads.TokenClassificationHead(config, 5, name="ner")]
   for head in built:
     head.build()
   return encoder, built
@@ -40,7 +41,7 @@ def test_name_table_covers_every_weight_exactly_once():
     for name, variable in mapped.items():
       row = next(r for r in names.encoder(2) + [r for k in names.HEAD_KINDS.values()
                                                    for r in k.names] if r.google == name)
-      labels = 3 if getattr(owner, "checkpoint_kind", None) == "classifier" else None
+      labels = getattr(owner, "num_labels", None)
       assert names.shape_of(row, config, labels) == tuple(variable.shape), name
   kinds = [h.checkpoint_kind for h in built]
   assert kinds == list(names.HEAD_KINDS)  # every kind in the table has a head that declares it
@@ -48,7 +49,10 @@ def test_name_table_covers_every_weight_exactly_once():
                                                    for r in k.names]
   hf = [r.hf for r in names.encoder(2)] + [r.hf for k in names.HEAD_KINDS.values()
                                            for r in k.names if r.hf]
-  assert len(google) == len(set(google)) and len(hf) == len(set(hf))
+  assert len(google) == len(set(google))
+  # HF names the sequence and the token classifier alike (the file's class tells them apart).
+  shared = sorted(k for k in set(hf) if hf.count(k) > 1)
+  assert shared == ["classifier.bias", "classifier.weight"]
 
 
 def test_hf_architecture_follows_the_heads():
@@ -207,3 +211,32 @@ def test_config_field_order_does_not_matter():
   """Settings compare as JSON values, so a config dict is one setting."""
   config = BertConfig.from_dict(tiny_config().to_dict())
   assert config.architecture_differences(tiny_config()) == []
+
+
+def test_token_classifier_converts_both_ways_as_bert_for_token_classification(tmp_path):
+  """HF names the token and the sequence classifier alike; the file's class tells them apart."""
+  from bert_tf import conversion
+  import safetensors.numpy
+  state = make_hf_state(heads_=("classifier",), num_labels=5)
+  folder = write_hf_folder(tmp_path / "hf", state,
+                           dict(HF_CONFIG, architectures=["BertForTokenClassification"]))
+  source = checkpoints.open_source(folder)
+  assert source.heads == ["ner"] and source.shapes["cls/ner/output_weights"] == [5, 32]
+  sequence = write_hf_folder(tmp_path / "seq", state,
+                             dict(HF_CONFIG, architectures=["BertForSequenceClassification"]))
+  assert checkpoints.open_source(sequence).heads == ["classifier"]
+  prefix, _ = conversion.convert_to_google(folder, tmp_path / "google")
+  architecture, _ = conversion.convert_to_hf(prefix, tmp_path / "back")
+  assert architecture == "BertForTokenClassification"
+  back = safetensors.numpy.load_file(str(tmp_path / "back" / "model.safetensors"))
+  assert sorted(back) == sorted(state)
+  for key, value in state.items():
+    np.testing.assert_array_equal(back[key], value, err_msg=key)
+  written = json.loads((tmp_path / "back" / "config.json").read_text())
+  assert written["architectures"] == ["BertForTokenClassification"]
+  assert len(written["id2label"]) == 5
+  config = BertConfig.from_json_file(str(tmp_path / "google" / "bert_config.json"))
+  head = heads.TokenClassificationHead(config, 5, name="ner")
+  head.build()
+  checkpoints.load_checkpoint(prefix, heads=[head], strict=False)
+  np.testing.assert_array_equal(head.output_weights.numpy(), state["classifier.weight"])

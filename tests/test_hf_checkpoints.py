@@ -440,8 +440,8 @@ def _broken(tmp_path, config=None, drop=(), add=None, state=None, files=None):
     (dict(add={"cls.predictions.decoder.weight": np.zeros((30522, 32), np.float32)}),
      "model.safetensors", "cls.predictions.decoder.weight differs from"),
     (dict(state=make_hf_state(heads_=("classifier",)),
-          config=dict(HF_CONFIG, architectures=["BertForTokenClassification"])),
-     "model.safetensors", "classifier.* belongs to BertForTokenClassification"),
+          config=dict(HF_CONFIG, architectures=["BertForMultipleChoice"])),
+     "model.safetensors", "classifier.* belongs to BertForMultipleChoice"),
 ])
 def test_bad_hf_folders_are_one_line_errors(tmp_path, kwargs, file, words):
   folder = _broken(tmp_path, **kwargs)
