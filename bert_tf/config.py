@@ -78,6 +78,10 @@ class BertConfig:
   max_position_embeddings: int = 512
   type_vocab_size: int = 16
   initializer_range: float = 0.02
+  # Not in the original: True for the paper's "LTR" ablation (Table 5), a left-to-right model
+  # whose positions attend only to themselves and earlier ones, in pretraining and fine-tuning.
+  # Written to bert_config.json only when true, so other configs keep the original's layout.
+  causal_attention: bool = False
 
   # The file the config was read from (not a field: never written), for error messages.
   source_file = None
@@ -104,6 +108,9 @@ class BertConfig:
       if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise UserInputError(
             "%sfield `%s` must be a number in [0, 1), got %r." % (where, name, value))
+    if not isinstance(self.causal_attention, bool):
+      raise UserInputError("%sfield `causal_attention` must be true or false, got %r." %
+                           (where, self.causal_attention))
     if (isinstance(self.initializer_range, bool) or
         not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0):
       raise UserInputError("%sfield `initializer_range` must be a positive number, got %r." %
@@ -202,6 +209,9 @@ class BertConfig:
 
   def to_hf_dict(self, architecture="BertModel", num_labels=None):
     """An HF config.json dict (transformers' BertConfig field names)."""
+    if self.causal_attention:
+      raise UserInputError("A left-to-right model (causal_attention) has no Hugging Face "
+                           "BertModel form; keep it in Google's layout.")
     data = {
         "architectures": [architecture],
         "model_type": "bert",
@@ -237,7 +247,10 @@ class BertConfig:
     return out
 
   def to_dict(self):
-    return copy.deepcopy(dataclasses.asdict(self))
+    data = copy.deepcopy(dataclasses.asdict(self))
+    if not data["causal_attention"]:
+      del data["causal_attention"]
+    return data
 
   def to_json_string(self):
     """The original's serialization: indent 2, sorted keys, trailing newline."""

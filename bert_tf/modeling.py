@@ -140,7 +140,7 @@ class BertModel(keras.Model):
       encoder_outputs.append(hidden)
     return {
         "sequence_output": hidden,
-        "pooled_output": ops.cast(self.pooler(hidden), "float32"),
+        "pooled_output": ops.cast(self.pooler(hidden, input_mask), "float32"),
         "encoder_outputs": encoder_outputs,
         "embedding_output": embedding_output,
     }
