@@ -110,7 +110,8 @@ def has_text(input_file, tokenizer, opener=None):
   """
   lines = read_text_lines(input_file, opener)
   try:
-    return any(line and tokenizer.tokenize(line) for line, _ in lines)
+    return any(pieces for line, _ in lines if line
+               for pieces, _ in _tokenize_in_pieces(tokenizer, line))
   finally:
     lines.close()
 
@@ -164,16 +165,16 @@ class _LongLines:
     if self.count <= self.MAX_WARNINGS:
       _LOGGER.warning(
           "%s line %d has %d tokens, far more than an instance can use (at most %d at "
-          "--max_seq_length=%d): %d of them are dropped each time it is used. The input "
-          "should have one sentence per line (are line breaks missing?).", input_file, number,
-          length, self.usable, self.max_seq_length, length - self.usable)
+          "--max_seq_length=%d): at least %d of them are dropped each time the line is used. "
+          "The input should hold one sentence per line (are line breaks missing?)", input_file,
+          number, length, self.usable, self.max_seq_length, length - self.usable)
 
   def summarize(self):
     if self.count > self.MAX_WARNINGS:
       _LOGGER.warning(
           "%d lines in all are far longer than an instance can use at --max_seq_length=%d "
-          "(%d more than shown above); %d of their tokens are dropped each time they are "
-          "used.", self.count, self.max_seq_length, self.count - self.MAX_WARNINGS, self.cut)
+          "(%d more than shown above); at least %d of their tokens are dropped each time they "
+          "are used", self.count, self.max_seq_length, self.count - self.MAX_WARNINGS, self.cut)
 
 
 def iter_documents(input_files, tokenizer, progress_description=None, opener=None,

@@ -183,3 +183,241 @@ def test_command_line_stops_on_a_file_without_text_and_writes_nothing(tmp_path):
                       "--input_file." % empty]
     assert "Traceback" not in result.stderr
     assert not list(out.iterdir())
+
+
+# --- Reference: the original algorithm, one token at a time -------------------------------
+# An independent transcription of Google's instance generation with its quadratic
+# truncation (`del tokens[0]`), used as the expectation for the linear one.
+
+def _original_truncate(tokens_a, tokens_b, max_num_tokens, rng):
+  while len(tokens_a) + len(tokens_b) > max_num_tokens:
+    longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+    if rng.random() < 0.5:
+      del longer[0]
+    else:
+      longer.pop()
+
+
+def _original_masking(tokens, masked_lm_prob, max_predictions, vocab_words, rng):
+  candidates = [[i] for i, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
+  rng.shuffle(candidates)
+  out = list(tokens)
+  budget = min(max_predictions, max(1, int(round(len(tokens) * masked_lm_prob))))
+  picked = []
+  for (index,) in candidates:
+    if len(picked) >= budget:
+      break
+    if rng.random() < 0.8:
+      out[index] = "[MASK]"
+    elif rng.random() < 0.5:
+      pass
+    else:
+      out[index] = vocab_words[rng.randint(0, len(vocab_words) - 1)]
+    picked.append(index)
+  picked.sort()
+  return out, picked, [tokens[i] for i in picked]
+
+
+def _original_document_instances(documents, index, max_seq_length, short_seq_prob,
+                                 masked_lm_prob, max_predictions, vocab_words, rng):
+  document = documents[index]
+  max_num_tokens = max_seq_length - 3
+  target = max_num_tokens
+  if rng.random() < short_seq_prob:
+    target = rng.randint(2, max_num_tokens)
+  instances, chunk, length, i = [], [], 0, 0
+  while i < len(document):
+    chunk.append(document[i])
+    length += len(document[i])
+    if i == len(document) - 1 or length >= target:
+      a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+      tokens_a = [t for segment in chunk[:a_end] for t in segment]
+      tokens_b = []
+      if len(chunk) == 1 or rng.random() < 0.5:
+        is_random_next = True
+        for _ in range(10):
+          other = rng.randint(0, len(documents) - 1)
+          if other != index:
+            break
+        start = rng.randint(0, len(documents[other]) - 1)
+        for segment in documents[other][start:]:
+          tokens_b.extend(segment)
+          if len(tokens_b) >= target - len(tokens_a):
+            break
+        i -= len(chunk) - a_end
+      else:
+        is_random_next = False
+        tokens_b = [t for segment in chunk[a_end:] for t in segment]
+      _original_truncate(tokens_a, tokens_b, max_num_tokens, rng)
+      tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"]
+      segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+      tokens, positions, labels = _original_masking(tokens, masked_lm_prob, max_predictions,
+                                                    vocab_words, rng)
+      instances.append((tokens, segment_ids, is_random_next, positions, labels))
+      chunk, length = [], 0
+    i += 1
+  return instances
+
+
+def _original_instances(documents, vocab_words, max_seq_length, dupe_factor, short_seq_prob,
+                        masked_lm_prob, max_predictions, rng):
+  documents = [[list(s) for s in d] for d in documents]
+  rng.shuffle(documents)
+  instances = []
+  for _ in range(dupe_factor):
+    for index in range(len(documents)):
+      instances.extend(_original_document_instances(
+          documents, index, max_seq_length, short_seq_prob, masked_lm_prob, max_predictions,
+          vocab_words, rng))
+  rng.shuffle(instances)
+  return instances
+
+
+def _as_tuples(instances):
+  return [(i.tokens, i.segment_ids, i.is_random_next, i.masked_lm_positions, i.masked_lm_labels)
+          for i in instances]
+
+
+@pytest.mark.parametrize("block", [None, 2, 6])
+def test_truncation_cuts_and_draws_exactly_as_the_original_loop(block, monkeypatch):
+  if block:  # the draws are counted a block at a time: blocks of a few draws, many blocks
+    monkeypatch.setattr(pretraining_data, "_BLOCK", block)
+  cases = random.Random(5)
+  lengths = [(a, b, m) for a in (0, 1, 2, 3, 7) for b in (0, 1, 2, 3, 8) for m in (1, 2, 5)]
+  lengths += [(cases.randint(0, 400), cases.randint(0, 400), cases.randint(1, 300))
+              for _ in range(1000)]
+  lengths += [(30_000, 3, 125), (4, 20_001, 125), (10_000, 10_001, 61), (10_001, 10_000, 509)]
+  for a, b, m in lengths:
+    seed = cases.randint(0, 2 ** 32)
+    want_a, want_b = list(range(a)), list(range(-b, 0))
+    want_rng = random.Random(seed)
+    _original_truncate(want_a, want_b, m, want_rng)
+    got_a, got_b = list(range(a)), list(range(-b, 0))
+    got_rng = random.Random(seed)
+    pretraining_data.truncate_seq_pair(got_a, got_b, m, got_rng)
+    assert (got_a, got_b) == (want_a, want_b), (a, b, m)
+    assert got_rng.getstate() == want_rng.getstate(), (a, b, m)
+
+
+def _documents_with_long_lines(tokenizer):
+  """The fixture corpus, plus lines of hundreds to thousands of tokens: inside documents,
+  as a document of their own, and one document that is a single enormous line."""
+  documents = pretraining_data.read_documents([CORPUS], tokenizer)
+  words = [t for d in documents for s in d for t in s]
+  rng = random.Random(3)
+
+  def line(n):
+    start = rng.randint(0, len(words) - n)
+    return words[start:start + n]
+
+  documents[3].insert(2, line(900))
+  documents[10].append(line(300))
+  documents[20][0] = line(2500)
+  documents.append([line(5000)])
+  documents.append([line(40), line(1200), line(7)])
+  return documents
+
+
+@pytest.mark.parametrize("max_seq_length,short_seq_prob,seed", [(128, 0.1, 12345), (64, 0.5, 7),
+                                                                (20, 0.2, 99)])
+def test_long_lines_give_the_original_algorithms_instances(tokenizer, max_seq_length,
+                                                           short_seq_prob, seed):
+  documents = _documents_with_long_lines(tokenizer)
+  vocab_words = list(tokenizer.vocab.keys())
+  want_rng = random.Random(seed)
+  want = _original_instances(documents, vocab_words, max_seq_length, 3, short_seq_prob, 0.15, 20,
+                             want_rng)
+  got_rng = pretraining_data.new_rng(seed)
+  got = pretraining_data.create_training_instances(
+      None, tokenizer, max_seq_length, 3, short_seq_prob, 0.15, 20, got_rng,
+      documents=[[list(s) for s in d] for d in documents])
+  assert len(got) == len(want) > 100
+  assert _as_tuples(got) == want
+  assert got_rng.getstate() == want_rng.getstate()
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_a_long_line_tokenized_in_pieces_equals_the_whole_line(do_lower_case, tmp_path,
+                                                               monkeypatch):
+  monkeypatch.setattr(pretraining_data, "_PIECE_CHARS", 1000)  # pieces of 64K chars: same code
+  tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=do_lower_case)
+  text = " ".join(open(CORPUS, encoding="utf-8").read().split())
+  parts = [text[:5000], "中文字符" * 1000,  # ideographs without spaces: cut before one
+           "ひらがなカタカナ" * 500,  # no cut point for 4000 characters
+           "\tCafé\u3000ﬁne\u200bzero  x\x1cy\x1dz Ünïcödé " * 100, text[-3000:]]
+  line = "".join(parts)
+  pieces = list(pretraining_data._tokenize_in_pieces(tokenizer, line))
+  assert len(pieces) > 12 and sum(chars for _, chars in pieces) == len(line)
+  assert max(chars for _, chars in pieces) > 4000
+  assert [t for tokens, _ in pieces for t in tokens] == tokenizer.tokenize(line)
+  path = tmp_path / "one_line.txt"
+  path.write_text("Short line.\n" + line + "\n\nLast one.\n", encoding="utf-8")
+  documents = pretraining_data.read_documents([str(path)], tokenizer,
+                                              progress_description="reading")
+  assert documents == [[tokenizer.tokenize("Short line."), tokenizer.tokenize(line)],
+                       [tokenizer.tokenize("Last one.")]]
+  assert pretraining_data.has_text(str(path), tokenizer)
+
+
+def _tokens_of(tokenizer, text):
+  return len(tokenizer.tokenize(text))
+
+
+def test_lines_far_longer_than_an_instance_are_warned_about(tokenizer, tmp_path, caplog):
+  words = " ".join(open(CORPUS, encoding="utf-8").read().split()).split(" ")
+  long_line = " ".join(words[:400])
+  a_bit_long = " ".join(words[400:460])  # over 61 tokens, under twice that: no warning
+  assert 61 < _tokens_of(tokenizer, a_bit_long) <= 122 < _tokens_of(tokenizer, long_line)
+  path = tmp_path / "corpus.txt"
+  path.write_text("A sentence.\n%s\n\n%s\nEnd.\n" % (a_bit_long, long_line), encoding="utf-8")
+  n = _tokens_of(tokenizer, long_line)
+  with caplog.at_level("WARNING", logger="bert_tf.pretraining_data"):
+    pretraining_data.read_documents([str(path)], tokenizer, max_seq_length=64)
+  assert [r.getMessage() for r in caplog.records] == [
+      "%s line 4 has %d tokens, far more than an instance can use (at most 60 at "
+      "--max_seq_length=64): at least %d of them are dropped each time the line is used. The "
+      "input should hold one sentence per line (are line breaks missing?)" % (path, n, n - 60)]
+  caplog.clear()
+  with caplog.at_level("WARNING", logger="bert_tf.pretraining_data"):
+    pretraining_data.read_documents([str(path)], tokenizer)  # no max_seq_length: no check
+    pretraining_data.read_documents([str(path)], tokenizer, max_seq_length=512)
+  assert not caplog.records
+  # Many such lines: ten are named, then one summary.
+  many = tmp_path / "many.txt"
+  many.write_text((long_line + "\n") * 13, encoding="utf-8")
+  with caplog.at_level("WARNING", logger="bert_tf.pretraining_data"):
+    pretraining_data.read_documents([str(many)], tokenizer, max_seq_length=64)
+  messages = [r.getMessage() for r in caplog.records]
+  assert len(messages) == 11
+  assert messages[9].startswith("%s line 10 has %d tokens" % (many, n))
+  assert messages[10] == ("13 lines in all are far longer than an instance can use at "
+                          "--max_seq_length=64 (3 more than shown above); at least %d of their "
+                          "tokens are dropped each time they are used" % (13 * (n - 60)))
+
+
+def test_a_2mb_line_without_line_breaks(tokenizer, tmp_path, caplog):
+  """Quadratic before (about half a minute per dupe pass); now linear."""
+  words = " ".join(open(CORPUS, encoding="utf-8").read().split())
+  text = (words + " ") * (2_000_000 // len(words) + 1)
+  path = tmp_path / "no_breaks.txt"
+  path.write_text(text[:2_000_000], encoding="utf-8")
+  with caplog.at_level("WARNING", logger="bert_tf.pretraining_data"):
+    documents = pretraining_data.read_documents([str(path)], tokenizer, max_seq_length=128)
+  n = len(documents[0][0])
+  assert len(documents) == 1 and len(documents[0]) == 1 and n > 400_000
+  assert [r.getMessage().split(",")[0] for r in caplog.records] == [
+      "%s line 1 has %d tokens" % (path, n)]
+  line = documents[0][0]
+  instances = pretraining_data.create_training_instances(
+      None, tokenizer, 128, 3, 0.0, 0.15, 20, pretraining_data.new_rng(1), documents=documents)
+  # One instance per pass: a and b are windows of the line (the "random" next is the line
+  # itself, the only document), truncated together to 125 tokens.
+  assert len(instances) == 3
+  for instance in instances:
+    assert len(instance.tokens) == 128
+    original = list(instance.tokens)
+    for position, label in zip(instance.masked_lm_positions, instance.masked_lm_labels):
+      original[position] = label
+    sep = original.index("[SEP]")
+    for window in (original[1:sep], original[sep + 1:-1]):
+      assert window and " %s " % " ".join(window) in " %s " % " ".join(line)
