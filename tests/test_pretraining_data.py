@@ -1,12 +1,14 @@
 """create_pretraining_data: the original's records for the same corpus, flags and seed."""
 
+import collections
 import json
 import random
+import types
 
 import pytest
 import tensorflow as tf
 
-from bert_tf import example_codec, pretraining_data, tokenization
+from bert_tf import cli, example_codec, pretraining_data, tokenization
 from bert_tf.errors import UserInputError
 from conftest import FIXTURES, VOCAB_UNCASED
 from helpers import run_script
@@ -421,3 +423,145 @@ def test_a_2mb_line_without_line_breaks(tokenizer, tmp_path, caplog):
     sep = original.index("[SEP]")
     for window in (original[1:sep], original[sep + 1:-1]):
       assert window and " %s " % " ".join(window) in " %s " % " ".join(line)
+
+
+# --- Masking procedures (paper appendix C.2, Table 8) ---------------------------------------
+
+def test_default_masking_draws_exactly_as_the_original():
+  assert pretraining_data.replacement_thresholds(0.8, 0.1) == (0.8, 0.5)
+  vocab = ["[PAD]", "[MASK]", "w1", "w2", "w3", "w4"]
+  cases = random.Random(11)
+  for _ in range(300):
+    tokens = ["[CLS]"] + ["t%d" % i for i in range(cases.randint(1, 60))] + ["[SEP]"]
+    seed = cases.randint(0, 2 ** 32)
+    want_rng = random.Random(seed)
+    want = _original_masking(tokens, 0.15, 20, vocab, want_rng)
+    for options in ({}, {"mask_token_prob": 0.8, "random_token_prob": 0.1}):
+      got_rng = random.Random(seed)
+      got = pretraining_data.create_masked_lm_predictions(tokens, 0.15, 20, vocab, got_rng,
+                                                          **options)
+      assert got == want
+      assert got_rng.getstate() == want_rng.getstate()
+
+
+TABLE_8 = [(0.8, 0.1), (1.0, 0.0), (0.8, 0.0), (0.8, 0.2), (0.0, 0.8), (0.0, 1.0)]  # MASK, RND
+
+
+@pytest.mark.parametrize("mask,random_token", TABLE_8)
+def test_masking_shares_of_each_table_8_row(mask, random_token):
+  """[MASK] / kept / random word in the shares asked for; a share of 0 never happens."""
+  rng = random.Random(0)
+  vocab = ["[PAD]", "w1", "w2", "w3"]  # neither [MASK] nor any token of the text
+  tokens = ["[CLS]"] + ["tok%d" % i for i in range(200)] + ["[SEP]"]
+  counts = {"mask": 0, "kept": 0, "random": 0}
+  for _ in range(200):
+    out, positions, labels = pretraining_data.create_masked_lm_predictions(
+        tokens, 0.15, 1000, vocab, rng, mask_token_prob=mask, random_token_prob=random_token)
+    assert len(positions) == 30 and [tokens[p] for p in positions] == labels
+    assert [p for p, t in enumerate(out) if t != tokens[p]] == [
+        p for p in positions if out[p] != tokens[p]]  # only predicted positions change
+    for p, label in zip(positions, labels):
+      key = "mask" if out[p] == "[MASK]" else "kept" if out[p] == label else "random"
+      assert key != "random" or out[p] in vocab
+      counts[key] += 1
+  total = sum(counts.values())
+  keep = 1 - mask - random_token
+  for key, share in (("mask", mask), ("kept", keep), ("random", random_token)):
+    if min(abs(share), abs(1 - share)) < 1e-9:  # 0 or 1 (1 - 0.8 - 0.2 is -5.6e-17)
+      assert counts[key] == round(share) * total, (key, counts)
+    else:
+      assert abs(counts[key] / total - share) < 0.02, (key, counts)
+
+
+def test_masking_settings_in_the_records(tokenizer):
+  """On the fixture corpus: 100/0/0 leaves [MASK] at every predicted position, 80/20/0 never
+  a random word, 0/0/100 (almost) never [MASK] or the token itself (the random word is drawn
+  from the whole vocab, [MASK] included)."""
+  counts = {}
+  for mask, random_token in ((1.0, 0.0), (0.8, 0.0), (0.0, 1.0)):
+    instances = pretraining_data.create_training_instances(
+        [CORPUS], tokenizer, 128, 1, 0.1, 0.15, 20, pretraining_data.new_rng(12345),
+        mask_token_prob=mask, random_token_prob=random_token)
+    kinds = collections.Counter()
+    for instance in instances:
+      for p, label in zip(instance.masked_lm_positions, instance.masked_lm_labels):
+        token = instance.tokens[p]
+        kinds["mask" if token == "[MASK]" else "kept" if token == label else "random"] += 1
+    counts[mask, random_token] = kinds
+  assert set(counts[1.0, 0.0]) == {"mask"} and counts[1.0, 0.0]["mask"] > 2500
+  assert set(counts[0.8, 0.0]) == {"mask", "kept"}
+  assert abs(counts[0.8, 0.0]["mask"] / sum(counts[0.8, 0.0].values()) - 0.8) < 0.03
+  rnd = counts[0.0, 1.0]
+  assert rnd["random"] > 2500 and rnd["mask"] + rnd["kept"] <= 3  # about 1 in 30,522 each
+
+
+class _FlagValues:
+  """The attribute and item access of absl's FlagValues, for check_pretraining_data_flags."""
+
+  def __init__(self, **overrides):
+    self.__dict__.update(input_file="in.txt", output_file="out.tfrecord", vocab_file="v.txt",
+                         max_seq_length=128, max_predictions_per_seq=20, dupe_factor=1,
+                         masked_lm_prob=0.15, short_seq_prob=0.1, mask_token_prob=0.8,
+                         random_token_prob=0.1)
+    self.__dict__.update(overrides)
+
+  def __getitem__(self, name):
+    return types.SimpleNamespace(value=getattr(self, name))
+
+
+def test_masking_flags_are_checked():
+  for mask, random_token in TABLE_8 + [(0.7, 0.3), (0.35, 0.65), (0.1, 0.9)]:
+    cli.check_pretraining_data_flags(_FlagValues(mask_token_prob=mask,
+                                                 random_token_prob=random_token))
+    pretraining_data.replacement_thresholds(mask, random_token)
+  for mask, random_token in ((0.9, 0.2), (1.1, 0.0), (0.5, -0.1), (float("nan"), 0.1)):
+    with pytest.raises(UserInputError) as error:
+      cli.check_pretraining_data_flags(_FlagValues(mask_token_prob=mask,
+                                                   random_token_prob=random_token))
+    assert str(error.value) == (
+        "--mask_token_prob=%s and --random_token_prob=%s must each be in [0, 1] and sum to at "
+        "most 1 (the rest of the predicted tokens keep their token)." % (mask, random_token))
+    with pytest.raises(ValueError):
+      pretraining_data.replacement_thresholds(mask, random_token)
+
+
+@pytest.mark.slow
+def test_command_line_table_8_row_and_bad_shares(tokenizer, tmp_path):
+  out = tmp_path / "a.tfrecord"
+  common = ["--input_file=%s" % CORPUS, "--output_file=%s" % out,
+            "--vocab_file=%s" % VOCAB_UNCASED, "--max_seq_length=128",
+            "--max_predictions_per_seq=20", "--dupe_factor=2", "--random_seed=12345"]
+  result = run_script("create_pretraining_data.py", *common, "--mask_token_prob=0.8",
+                      "--random_token_prob=0.0")
+  assert result.returncode == 0, result.stderr
+  instances = pretraining_data.create_training_instances(
+      [CORPUS], tokenizer, 128, 2, 0.1, 0.15, 20, pretraining_data.new_rng(12345),
+      mask_token_prob=0.8, random_token_prob=0.0)
+  want = tmp_path / "want.tfrecord"
+  pretraining_data.write_instance_to_example_files(instances, tokenizer, 128, 20, [str(want)])
+  records = _parsed(out)
+  assert records == _parsed(want) and records != _parsed(DATA / "a_seq128.tfrecord")
+  result = run_script("create_pretraining_data.py", *common, "--mask_token_prob=0.9",
+                      "--random_token_prob=0.2")
+  assert result.returncode == 2
+  assert [l for l in result.stderr.splitlines() if l.startswith("error: ")] == [
+      "error: --mask_token_prob=0.9 and --random_token_prob=0.2 must each be in [0, 1] and sum "
+      "to at most 1 (the rest of the predicted tokens keep their token)."]
+
+
+@pytest.mark.slow
+def test_command_line_on_a_file_without_line_breaks(tmp_path):
+  words = " ".join(open(CORPUS, encoding="utf-8").read().split())
+  path = tmp_path / "no_breaks.txt"
+  path.write_text(((words + " ") * 40)[:2_000_000], encoding="utf-8")
+  out = tmp_path / "a.tfrecord"
+  result = run_script("create_pretraining_data.py", "--input_file=%s" % path,
+                      "--output_file=%s" % out, "--vocab_file=%s" % VOCAB_UNCASED,
+                      "--dupe_factor=4")
+  assert result.returncode == 0, result.stderr
+  assert "%s line 1 has " % path in result.stderr
+  assert "far more than an instance can use (at most 124 at --max_seq_length=128)" in (
+      result.stderr)
+  assert "creating instances: 4/4 documents" in result.stderr
+  assert "writing: 4/4 records" in result.stderr
+  assert len(_parsed(out)) == 4
