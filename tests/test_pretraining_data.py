@@ -565,3 +565,15 @@ def test_command_line_on_a_file_without_line_breaks(tmp_path):
   assert "creating instances: 4/4 documents" in result.stderr
   assert "writing: 4/4 records" in result.stderr
   assert len(_parsed(out)) == 4
+
+
+def test_a_long_line_of_one_non_ascii_word(tokenizer, tmp_path):
+  """Kana without spaces or punctuation is one word: the original's [UNK] (over 200
+  characters). Splitting it at punctuation took time quadratic in its length (19 s for
+  400K characters); now linear."""
+  path = tmp_path / "kana.txt"
+  path.write_text("ひらがなカタカナ" * 50_000 + "\n" + "ひらがな、カタカナ。" * 40_000 + "\n",
+                  encoding="utf-8")
+  documents = pretraining_data.read_documents([str(path)], tokenizer)
+  assert documents[0][0] == ["[UNK]"]
+  assert documents[0][1] == tokenizer.tokenize("ひらがな、カタカナ。") * 40_000
