@@ -145,6 +145,26 @@ def test_multiple_choice_model_takes_choices_and_rejects_the_record_layout():
     model(batch)
 
 
+@pytest.mark.parametrize("make", [
+    lambda **kw: glue.ClassifierModel(tiny_config(), num_labels=1, regression=True, **kw),
+    lambda **kw: squad.SquadModel(tiny_config(), use_one_hot_embeddings=True, **kw),
+    lambda **kw: swag.MultipleChoiceModel(tiny_config(), **kw),
+    lambda **kw: pretraining.PretrainingModel(tiny_config(), **kw),
+])
+@pytest.mark.parametrize("dtype", [None, "mixed_bfloat16"])
+def test_every_task_model_round_trips_through_its_plain_config(make, dtype):
+  import json
+  model = make(dtype=dtype, dynamic_length=True, length_bucket=16, name="m")
+  config = json.loads(json.dumps(keras.saving.serialize_keras_object(model)))
+  rebuilt = keras.saving.deserialize_keras_object(config)
+  assert type(rebuilt) is type(model)
+  assert rebuilt.get_config() == model.get_config()
+  assert rebuilt.dtype_policy.name == model.dtype_policy.name == (dtype or "float32")
+  assert rebuilt.encoder.dtype_policy.name == model.dtype_policy.name
+  assert (rebuilt.dynamic_length, rebuilt.length_bucket) == (model.dynamic_length, 16)
+  assert [h.name for h in rebuilt.heads] == [h.name for h in model.heads]
+
+
 def _outputs(model, x):
   return [np.asarray(t) for t in tf.nest.flatten(model(x, training=False))]
 
@@ -199,3 +219,69 @@ def test_fit_steps_on_the_training_loops_loss():
   history = fitted.fit(_dataset(batch), steps_per_epoch=1, epochs=1, verbose=0,
                        shuffle=False)
   assert history.history["loss"][0] == pytest.approx(trainer_loss, abs=1e-6)
+
+
+# The record layouts: each task states its spec once and encodes through it.
+
+def _read_back(tmp_path, records, spec):
+  """The records written to a file and read by the runners' data path, as numpy."""
+  from bert_tf import example_codec
+  path = str(tmp_path / "records.tf_record")
+  example_codec.write_records(path, records)
+  input_pipeline.check_record_files([path], spec)
+  batch = next(iter(input_pipeline.record_dataset([path], spec, 8, is_training=False)))
+  return {k: v.numpy() for k, v in batch.items()}
+
+
+def _tokenizer():
+  from bert_tf import tokenization
+  from conftest import VOCAB_UNCASED
+  return tokenization.FullTokenizer(VOCAB_UNCASED)
+
+
+def test_glue_records_of_both_kinds_and_the_tpu_padding_read_back(tmp_path):
+  tokenizer = _tokenizer()
+  for labels, label, want in ((["0", "1"], "1", 1), (None, "3.25", 3.25)):
+    examples = [glue.InputExample("x", "the cat sat", "on the mat", label),
+                glue.PaddingInputExample()]
+    records = [glue.encode_features(glue.convert_single_example(i, e, labels, 12, tokenizer))
+               for i, e in enumerate(examples)]
+    got = _read_back(tmp_path, records, glue.feature_spec(12, regression=labels is None))
+    assert got["label_ids"][:, 0].tolist() == [want, 0]
+    assert got["is_real_example"][:, 0].tolist() == [1, 0]
+    assert got["input_mask"].sum(axis=1).tolist() == [9, 0]
+
+
+def test_squad_and_swag_records_read_back(tmp_path):
+  tokenizer = _tokenizer()
+  example = squad.SquadExample("q", "who sat", ["the", "cat", "sat"], "cat", 1, 1)
+  for is_training in (True, False):
+    features = []
+    squad.convert_examples_to_features([example], tokenizer, 16, 8, 4, is_training,
+                                       features.append)
+    got = _read_back(tmp_path, [squad.encode_feature(f, is_training) for f in features],
+                     squad.feature_spec(16, is_training))
+    assert got["unique_ids"][:, 0].tolist() == [squad.FIRST_UNIQUE_ID]
+    assert ("start_positions" in got) == is_training
+    if is_training:  # [CLS] who sat [SEP] the cat sat [SEP]: "cat" is position 5
+      assert (got["start_positions"][0, 0], got["end_positions"][0, 0]) == (5, 5)
+  swag_example = swag.SwagExample("s", "the cat", ["sat", "ran", "ate", "slept"], 2)
+  got = _read_back(tmp_path, [swag.encode_features(swag.convert_example(swag_example, 8,
+                                                                        tokenizer))],
+                   swag.feature_spec(8))
+  choices = swag.to_choices(got)
+  assert choices["input_word_ids"].shape == (1, swag.NUM_CHOICES, 8)
+  assert tokenizer.convert_ids_to_tokens(list(np.asarray(choices["input_word_ids"][0, 3])))[:6] \
+      == ["[CLS]", "the", "cat", "[SEP]", "slept", "[SEP]"]
+  assert got["label_ids"][0, 0] == 2
+
+
+def test_a_record_that_does_not_fit_its_layout_is_not_written():
+  spec = glue.feature_spec(4)
+  values = {"input_ids": [1, 2, 0, 0], "input_mask": [1, 1, 0, 0], "segment_ids": [0] * 4,
+            "label_ids": [1], "is_real_example": [1]}
+  assert input_pipeline.encode_record(spec, values)
+  with pytest.raises(ValueError, match="input_mask has 3 values; the layout declares 4"):
+    input_pipeline.encode_record(spec, dict(values, input_mask=[1, 1, 0]))
+  with pytest.raises(ValueError, match="do not match the layout"):
+    input_pipeline.encode_record(spec, dict(values, label=[1]))

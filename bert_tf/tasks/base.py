@@ -23,6 +23,7 @@ predictions (test_results.tsv, answers).
 import keras
 from keras import ops
 
+from bert_tf import heads
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertModel, encoder_inputs, trim_to_longest
 
@@ -49,8 +50,8 @@ class TaskModel(keras.Model):
   a handful of shapes), for the tasks whose outputs read only real positions
   (`length_invariant`): their numbers equal the fixed-length ones.
 
-  Keras-native: `get_config`/`from_config` (the BertConfig as a dict), `.keras`
-  files, and `compute_loss`, so `compile(optimizer=...)` + `fit` on batches of
+  Keras-native: `get_config` (the BertConfig as a dict; Keras' `from_config`
+  passes it back to the constructor), `.keras` files, and `compute_loss`, so `compile(optimizer=...)` + `fit` on batches of
   feature dicts trains on the task's loss.
   """
 
@@ -80,13 +81,6 @@ class TaskModel(keras.Model):
             "config": self.config.to_dict(),
             "use_one_hot_embeddings": self.encoder.use_one_hot_embeddings,
             "dynamic_length": self.dynamic_length, "length_bucket": self.length_bucket}
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    if isinstance(config.get("dtype"), dict):
-      config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
-    return cls(**config)
 
   def create_heads(self):
     """Creates the heads as attributes and returns them as a list."""
@@ -207,6 +201,13 @@ def real_example_weights(features):
 def batch_weights(features, name="input_word_ids"):
   """1.0 per example: a plain mean over the batch."""
   return ops.ones((ops.shape(features[name])[0],), "float32")
+
+
+def softmax_cross_entropy(logits, labels):
+  """[N] cross-entropy of softmax(logits) against integer labels (the original's one-hot
+  product, so an out-of-range label contributes 0)."""
+  _, per_example_loss = heads.mean_cross_entropy(ops.log_softmax(logits, axis=-1), labels)
+  return per_example_loss
 
 
 def accuracy_sum(logits, labels, weights):

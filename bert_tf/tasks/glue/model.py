@@ -48,7 +48,7 @@ class ClassifierModel(base.TaskModel):
       labels = ops.reshape(ops.cast(features["label_ids"], "float32"), (-1,))
       loss = ops.square(ops.reshape(logits, (-1,)) - labels)
     else:
-      _, loss = heads.mean_cross_entropy(ops.log_softmax(logits, axis=-1), features["label_ids"])
+      loss = base.softmax_cross_entropy(logits, features["label_ids"])
     return {"classification": loss}
 
 

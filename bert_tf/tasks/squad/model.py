@@ -33,10 +33,8 @@ class SquadModel(base.TaskModel):
     return {"span": base.batch_weights(features)}
 
   def per_example_losses(self, outputs, features):
-    _, start_loss = heads.mean_cross_entropy(ops.log_softmax(outputs["start_logits"], axis=-1),
-                                             features["start_positions"])
-    _, end_loss = heads.mean_cross_entropy(ops.log_softmax(outputs["end_logits"], axis=-1),
-                                           features["end_positions"])
+    start_loss = base.softmax_cross_entropy(outputs["start_logits"], features["start_positions"])
+    end_loss = base.softmax_cross_entropy(outputs["end_logits"], features["end_positions"])
     return {"span": (start_loss + end_loss) / 2.0}
 
 

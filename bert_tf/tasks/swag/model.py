@@ -42,8 +42,7 @@ class MultipleChoiceModel(base.TaskModel):
     return {"choice": base.real_example_weights(features)}
 
   def per_example_losses(self, scores, features):
-    _, loss = heads.mean_cross_entropy(ops.log_softmax(scores, axis=-1), features["label_ids"])
-    return {"choice": loss}
+    return {"choice": base.softmax_cross_entropy(scores, features["label_ids"])}
 
 
 class MultipleChoiceTask(base.Task):
