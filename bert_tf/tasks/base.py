@@ -51,8 +51,9 @@ class TaskModel(keras.Model):
   (`length_invariant`): their numbers equal the fixed-length ones.
 
   Keras-native: `get_config` (the BertConfig as a dict; Keras' `from_config`
-  passes it back to the constructor), `.keras` files, and `compute_loss`, so `compile(optimizer=...)` + `fit` on batches of
-  feature dicts trains on the task's loss.
+  passes it back to the constructor), `.keras` files, and `compute_loss`, so
+  `compile(optimizer=...)` + `fit` on batches of feature dicts trains on the
+  task's loss.
   """
 
   # False for a task whose outputs also depend on padding positions (SQuAD's
