@@ -14,6 +14,7 @@ setuptools.setup(
     name="bert_tf",
     version="0.1.0",
     description="A faithful TensorFlow 2 / Keras 3 reimplementation of Google's BERT",
-    packages=["bert_tf", "bert_tf.tasks"],
+    packages=["bert_tf", "bert_tf.tasks", "bert_tf.tasks.glue", "bert_tf.tasks.pretraining",
+              "bert_tf.tasks.squad", "bert_tf.tasks.swag"],
     python_requires=">=3.9",
 )
