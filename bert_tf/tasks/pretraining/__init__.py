@@ -1,5 +1,8 @@
-"""BERT pretraining (paper section 3.1): model (PretrainingModel + PretrainingTask). The records
-are create_pretraining_data's (bert_tf.pretraining_data writes them,
+"""BERT pretraining (paper section 3.1) and the Table 5 ablations: models (PretrainingModel,
+MaskedLMModel, LeftToRightLMModel) and PretrainingTask. The records are
+create_pretraining_data's (bert_tf.pretraining_data writes them,
 input_pipeline.pretraining_features reads them)."""
 
-from bert_tf.tasks.pretraining.model import PretrainingModel, PretrainingTask
+from bert_tf.tasks.pretraining.model import (
+    OBJECTIVES, LeftToRightLMModel, MaskedLMModel, PretrainingModel, PretrainingTask,
+    unmasked_ids)

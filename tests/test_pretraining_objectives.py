@@ -1,0 +1,101 @@
+"""Table 5's pre-training objectives: masked LM alone ("No NSP") and left-to-right ("LTR")."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints, input_pipeline, optimization, training
+from bert_tf.config import BertConfig
+from bert_tf.tasks.pretraining import (LeftToRightLMModel, MaskedLMModel, PretrainingModel,
+                                       PretrainingTask, unmasked_ids)
+from conftest import FIXTURES, TINY_CKPT, tiny_config
+
+
+def _batch():
+  return input_pipeline.to_model_names(dict(np.load(FIXTURES / "optimizer" / "batch.npz")))
+
+
+def _no_dropout(causal=False):
+  fields = dict(tiny_config().to_dict(), hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0)
+  if causal:
+    fields["causal_attention"] = True
+  return BertConfig.from_dict(fields)
+
+
+def test_unmasked_ids_puts_the_original_tokens_back():
+  features = {"input_word_ids": np.array([[2, 103, 7, 103, 0]]),
+              "masked_lm_positions": np.array([[1, 3, 0]]),
+              "masked_lm_ids": np.array([[50, 60, 0]]),
+              "masked_lm_weights": np.array([[1.0, 1.0, 0.0]])}
+  np.testing.assert_array_equal(unmasked_ids(features).numpy(), [[2, 50, 7, 60, 0]])
+
+
+def test_masked_lm_alone_is_the_masked_lm_term_of_the_original():
+  batch = _batch()
+  both, alone = PretrainingModel(_no_dropout()), MaskedLMModel(_no_dropout())
+  checkpoints.load_checkpoint(TINY_CKPT, both.encoder, both.heads)
+  checkpoints.load_checkpoint(TINY_CKPT, alone.encoder, alone.heads)
+  expected = both.per_example_losses(both(batch), batch)["masked_lm"]
+  got = alone.per_example_losses(alone(batch), batch)
+  assert list(got) == ["masked_lm"]
+  np.testing.assert_allclose(got["masked_lm"].numpy(), expected.numpy(), atol=1e-6)
+  weights = batch["masked_lm_weights"].reshape(-1)
+  np.testing.assert_allclose(float(alone.compute_loss(batch)),
+                             (weights * expected.numpy()).sum() / (weights.sum() + 1e-5),
+                             rtol=1e-6)
+
+
+def test_left_to_right_loss_is_next_token_cross_entropy():
+  batch = _batch()
+  model = LeftToRightLMModel(_no_dropout(causal=True))
+  checkpoints.load_checkpoint(TINY_CKPT, model.encoder, model.heads)
+  ids = unmasked_ids(batch).numpy()
+  hidden = model.encoder({"input_word_ids": ids, "input_mask": batch["input_mask"],
+                          "input_type_ids": batch["input_type_ids"]})["sequence_output"]
+  seq = ids.shape[1]
+  positions = np.tile(np.arange(seq - 1), (ids.shape[0], 1))
+  logits = model.masked_lm.logits(hidden, positions).numpy().reshape(ids.shape[0], seq - 1, -1)
+  log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(
+      -1, keepdims=True)) - logits.max(-1, keepdims=True)
+  targets = ids[:, 1:]
+  nll = -np.take_along_axis(log_probs, targets[..., None], -1)[..., 0]
+  weights = batch["input_mask"][:, 1:].astype(np.float32)
+  expected = (weights * nll).sum() / (weights.sum() + 1e-5)
+  np.testing.assert_allclose(float(model.compute_loss(batch)), expected, rtol=1e-5)
+
+
+def test_left_to_right_ignores_what_the_mask_replaced_and_what_comes_later():
+  batch = _batch()
+  model = LeftToRightLMModel(_no_dropout(causal=True))
+  base = model(batch)["lm_log_probs"].numpy()
+  other = dict(batch, input_word_ids=batch["input_word_ids"].copy())
+  positions, weights = batch["masked_lm_positions"], batch["masked_lm_weights"]
+  for row in range(positions.shape[0]):
+    for p, w in zip(positions[row], weights[row]):
+      if w > 0:
+        other["input_word_ids"][row, p] = 5  # another stand-in for the masked token
+  np.testing.assert_allclose(model(other)["lm_log_probs"].numpy(), base, atol=1e-6)
+
+
+def test_left_to_right_needs_a_causal_encoder():
+  with pytest.raises(ValueError, match="needs a causal encoder"):
+    LeftToRightLMModel(_no_dropout())
+
+
+@pytest.mark.parametrize("objective, config, metrics", [
+    ("mlm", _no_dropout(), {"masked_lm_loss", "masked_lm_accuracy"}),
+    ("ltr", _no_dropout(causal=True), {"lm_loss", "lm_accuracy"}),
+])
+def test_each_objective_trains_and_evaluates(tmp_path, objective, config, metrics):
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  task = PretrainingTask(config, objective=objective)
+  trainer = training.Trainer(strategy, task, str(tmp_path),
+                             lambda names: optimization.create_optimizer(1e-3, 4, 1, names),
+                             init_checkpoint=TINY_CKPT)
+  dataset = tf.data.Dataset.from_tensors(_batch()).repeat()
+  first = trainer.evaluate(dataset.take(1))
+  trainer.train(dataset, num_train_steps=3, save_checkpoints_steps=10)
+  last = trainer.evaluate(dataset.take(1))
+  assert set(first) == metrics | {"loss", "global_step"}
+  assert last["loss"] < first["loss"]  # three steps on one batch lower its loss
