@@ -260,6 +260,12 @@ print(json.dumps(out))
 """
 
 
+_TUTORIAL_MISSING = [m for m in ("tensorflow_hub", "tf_keras")
+                     if importlib.util.find_spec(m) is None]
+
+
+@pytest.mark.skipif(bool(_TUTORIAL_MISSING), reason="needs %s (pinned in requirements.txt)"
+                    % " and ".join(_TUTORIAL_MISSING))
 def test_tf_hub_glue_tutorial_saves_a_model_holding_tokenize_and_bert_pack_inputs(
     exports, reference, tmp_path):
   """The tutorial's model (hub.KerasLayer of preprocess.tokenize and of bert_pack_inputs, the
@@ -268,9 +274,6 @@ def test_tf_hub_glue_tutorial_saves_a_model_holding_tokenize_and_bert_pack_input
   Keras saves only what the layers track; the tokenize sub-object must own the vocabulary
   tables its function reads, not leave them to the preprocessor's root object.
   """
-  missing = [m for m in ("tensorflow_hub", "tf_keras") if importlib.util.find_spec(m) is None]
-  if missing:
-    pytest.skip("needs %s (pinned in requirements.txt)" % " and ".join(missing))
   args = {"a": [p[0] for p in PAIRS], "b": [p[1] for p in PAIRS], "labels": [0, 1, 0, 1, 1],
           "seq_length": PAIR_SEQ}
   out = run_tf_keras_script(_TUTORIAL_SCRIPT, tmp_path, exports["preprocessor"],
