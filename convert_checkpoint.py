@@ -10,13 +10,13 @@
 
 Weights are copied bit for bit; HF's exact "gelu" becomes bert_tf's "gelu_exact" and the
 original's (tanh) "gelu" becomes HF's "gelu_new", so the converted model computes what the
-source computed. The name map is bert_tf/hf_checkpoints.py.
+source computed. The name table is bert_tf/names.py; the conversions, bert_tf/conversion.py.
 """
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
-from bert_tf import cli, hf_checkpoints
+from bert_tf import cli, conversion
 from bert_tf.errors import UserInputError
 
 FLAGS = flags.FLAGS
@@ -54,16 +54,16 @@ def main(_):
       raise UserInputError("%s only apply to --to=hf; with --to=google the Hugging Face "
                            "folder's config.json and tokenizer_config.json are used." %
                            ", ".join("--" + n for n in stray))
-    prefix, hf = hf_checkpoints.convert_to_google(FLAGS.input, FLAGS.output_dir, FLAGS.vocab_file)
+    prefix, hf = conversion.convert_to_google(FLAGS.input, FLAGS.output_dir, FLAGS.vocab_file)
     case = "--do_lower_case=%s" % hf.tokenizer["do_lower_case"]
     if hf.tokenizer["strip_accents"] is not None:
       case += " --strip_accents=%s" % hf.tokenizer["strip_accents"]
     logging.info("Wrote %d variables (heads: %s) to %s, with bert_config.json and vocab.txt",
-                 len(hf.variables), ", ".join(hf.heads) or "none", prefix)
+                 len(hf.shapes), ", ".join(hf.heads) or "none", prefix)
     print("Converted %s -> %s (hidden_act %r). Tokenize as the model was trained: %s" %
           (FLAGS.input, prefix, hf.config.hidden_act, case))
   else:
-    architecture, do_lower_case = hf_checkpoints.convert_to_hf(
+    architecture, do_lower_case = conversion.convert_to_hf(
         FLAGS.input, FLAGS.output_dir, FLAGS.bert_config_file, FLAGS.vocab_file,
         FLAGS.do_lower_case, FLAGS.strip_accents)
     guessed = " (guessed; set it with --do_lower_case)" if FLAGS.do_lower_case is None else ""

@@ -7,6 +7,22 @@ create_pretraining_data.py:
     --vocab_file=$BERT_DIR/vocab.txt --do_lower_case=True --max_seq_length=128 \
     --max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
 
+Masking procedures (the paper's appendix C.2, Table 8): of the tokens chosen for
+prediction, the share --mask_token_prob becomes [MASK], --random_token_prob a random
+vocab word, and the rest keep their token. One command line per row, MASK/SAME/RND:
+
+  P="python create_pretraining_data.py --input_file=corpus.txt --vocab_file=$BERT_DIR/vocab.txt"
+  $P --output_file=80_10_10.tfrecord  # default: --mask_token_prob=0.8 --random_token_prob=0.1
+  $P --output_file=100_0_0.tfrecord --mask_token_prob=1.0 --random_token_prob=0.0
+  $P --output_file=80_0_20.tfrecord --mask_token_prob=0.8 --random_token_prob=0.2
+  $P --output_file=80_20_0.tfrecord --mask_token_prob=0.8 --random_token_prob=0.0
+  $P --output_file=0_20_80.tfrecord --mask_token_prob=0.0 --random_token_prob=0.8
+  $P --output_file=0_0_100.tfrecord --mask_token_prob=0.0 --random_token_prob=1.0
+
+The default writes exactly the original's records. The random word is drawn from the
+whole vocab, as in the original, so it may be [MASK] or the token itself. The Beam
+script (create_pretraining_data_beam.py) takes the same two flags.
+
 Input: one sentence per line, a blank line between documents. The default holds the
 whole corpus in memory, like the original. For corpora larger than RAM, pass
 --documents_per_shard=N: documents are then read N at a time and each shard is
@@ -61,16 +77,20 @@ def main(_):
                  dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
                  masked_lm_prob=FLAGS.masked_lm_prob,
                  max_predictions_per_seq=FLAGS.max_predictions_per_seq, rng=rng,
-                 do_whole_word_mask=FLAGS.do_whole_word_mask)
+                 do_whole_word_mask=FLAGS.do_whole_word_mask,
+                 mask_token_prob=FLAGS.mask_token_prob,
+                 random_token_prob=FLAGS.random_token_prob)
   if FLAGS.documents_per_shard:
     count = pretraining_data.write_sharded(input_files, output_files,
                                            FLAGS.documents_per_shard, **options)
   else:
     documents = pretraining_data.read_documents(input_files, tokenizer,
-                                                progress_description="reading corpus")
+                                                progress_description="reading corpus",
+                                                max_seq_length=FLAGS.max_seq_length)
     logging.info("Read %d documents; creating instances", len(documents))
+    progress = Progress(FLAGS.dupe_factor * len(documents), "documents", "creating instances")
     instances = pretraining_data.create_training_instances(input_files, documents=documents,
-                                                           **options)
+                                                           progress=progress, **options)
     progress = Progress(len(instances), "records", "writing")
     count = pretraining_data.write_instance_to_example_files(
         instances, tokenizer, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, output_files,

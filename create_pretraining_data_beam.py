@@ -14,7 +14,7 @@ Every other flag is one of Beam's pipeline options and goes to Beam unchanged:
 --runner (DataflowRunner, FlinkRunner, SparkRunner, ...), --direct_num_workers,
 --direct_running_mode, --project, --region, --temp_location, --flink_master, ...
 See https://beam.apache.org/documentation/runners/capability-matrix/ and the
-README section "Corpus-scale pretraining data (Apache Beam)".
+section "Corpus-scale pretraining data (Apache Beam)" of docs/pretraining.md.
 """
 
 import difflib
@@ -59,7 +59,8 @@ flags.adopt_module_key_flags(cli)  # --help lists the shared flags too
 
 _OWN_FLAGS = ("input_file", "output_file", "vocab_file", "do_lower_case", "strip_accents",
               "do_whole_word_mask", "max_seq_length", "max_predictions_per_seq", "random_seed",
-              "dupe_factor", "masked_lm_prob", "short_seq_prob", "num_shards")
+              "dupe_factor", "masked_lm_prob", "short_seq_prob", "mask_token_prob",
+              "random_token_prob", "num_shards")
 
 
 def parse_flags(argv):
@@ -150,7 +151,8 @@ def main(argv):
       random_seed=FLAGS.random_seed, max_seq_length=FLAGS.max_seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq, dupe_factor=FLAGS.dupe_factor,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-      do_whole_word_mask=FLAGS.do_whole_word_mask)
+      do_whole_word_mask=FLAGS.do_whole_word_mask, mask_token_prob=FLAGS.mask_token_prob,
+      random_token_prob=FLAGS.random_token_prob)
   start = time.monotonic()
   pipeline = beam.Pipeline(options=options)
   pretraining_data_beam.build(pipeline, input_files, FLAGS.output_file, tokenizer, settings,

@@ -124,7 +124,7 @@ def main(_):
       write_glue_submission(task_name, label_list, values)
 
   if FLAGS.export_dir and trainer.chief:
-    from bert_tf.tasks.classifier_export import export_classifier
+    from bert_tf.tasks.glue.export import export_classifier
     export_classifier(FLAGS.export_dir, trainer.model, FLAGS.vocab_file, FLAGS.do_lower_case,
                       FLAGS.max_seq_length, label_list, processor.is_pair,
                       strip_accents=FLAGS.strip_accents)

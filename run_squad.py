@@ -23,9 +23,10 @@ import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 import tensorflow as tf
 
-from bert_tf import cli, example_codec, input_pipeline, runner, runner_flags, squad_metrics
+from bert_tf import cli, example_codec, input_pipeline, runner, runner_flags
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import squad
+from bert_tf.tasks.squad import metrics as squad_metrics
 
 FLAGS = flags.FLAGS
 
@@ -144,7 +145,7 @@ def main(_):
       evaluate(predictions, null_odds)
 
   if FLAGS.export_dir and trainer.chief:
-    from bert_tf.tasks.squad_export import export_squad
+    from bert_tf.tasks.squad.export import export_squad
     export_squad(FLAGS.export_dir, trainer.model, FLAGS.vocab_file, FLAGS.do_lower_case,
                  FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length,
                  FLAGS.max_answer_length, FLAGS.n_best_size, FLAGS.version_2_with_negative,

@@ -72,7 +72,7 @@ def main(_):
     runner.write_test_results(trainer, out("test_results.tsv"), outputs["probabilities"])
 
   if FLAGS.export_dir and trainer.chief:
-    from bert_tf.tasks.swag_export import export_swag
+    from bert_tf.tasks.swag.export import export_swag
     export_swag(FLAGS.export_dir, trainer.model, FLAGS.vocab_file, FLAGS.do_lower_case,
                 FLAGS.max_seq_length, strip_accents=FLAGS.strip_accents)
     logging.info("Exported a SavedModel to %s", FLAGS.export_dir)

@@ -100,7 +100,7 @@ def _transformers_side(folder, inputs_path, work):
 def main(_):
   if not FLAGS.hf_model_dir:
     raise app.UsageError("--hf_model_dir is required.")
-  from bert_tf import checkpoints, hf_checkpoints
+  from bert_tf import checkpoints, conversion, hf_checkpoints
   from bert_tf.config import BertConfig
   from bert_tf.modeling import BertModel
   from test_hf_checkpoints import HF_ACTIVATIONS, numpy_reference_forward
@@ -117,7 +117,7 @@ def main(_):
   ids, mask, types = _inputs(folder, FLAGS.batch_size, FLAGS.max_seq_length)
 
   with tempfile.TemporaryDirectory() as work:
-    prefix, hf = hf_checkpoints.convert_to_google(folder, os.path.join(work, "google"))
+    prefix, hf = conversion.convert_to_google(folder, os.path.join(work, "google"))
     config = BertConfig.from_json_file(os.path.join(work, "google", "bert_config.json"))
     print("%s: %d layers, hidden %d, HF hidden_act %r -> bert_tf %r, heads: %s" %
           (folder, config.num_hidden_layers, config.hidden_size, hf_config["hidden_act"],
@@ -128,7 +128,7 @@ def main(_):
     ours = {k: np.asarray(out[k]) for k in ("sequence_output", "pooled_output")}
 
     back = os.path.join(work, "hf_back")
-    hf_checkpoints.convert_to_hf(prefix, back)
+    conversion.convert_to_hf(prefix, back)
     written = hf_checkpoints.load_safetensors(os.path.join(back, "model.safetensors"))
     tied = [k for k in state if k.endswith(("predictions.decoder.weight",
                                             "predictions.decoder.bias", "position_ids",

@@ -101,7 +101,7 @@ def make_exports(folder):
   """The same classifier exported cut-to-length and padded; returns {name: path}."""
   from bert_tf import checkpoints
   from bert_tf.tasks import glue
-  from bert_tf.tasks.classifier_export import export_classifier
+  from bert_tf.tasks.glue.export import export_classifier
   config = common.comparison_config()
   model = glue.ClassifierModel(config, num_labels=2, dynamic_length=True)
   if FLAGS.init_checkpoint:

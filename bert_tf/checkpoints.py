@@ -1,20 +1,24 @@
-"""THE name map between bert_tf's Keras variables and Google's TF1 checkpoint names.
+"""Checkpoint sources: open any of them once, load their weights, write Google's layout back.
 
-`load_checkpoint` reads an original release (`bert_model.ckpt`) or any checkpoint
-written in Google's layout into a BertModel and heads; `save_checkpoint` writes them
-back with the same names, shapes and dtypes, so the original code, other ports and
-`tf.train.load_checkpoint` read it. Loading is strict by default: every mismatch
-(missing, unexpected, wrong shape) is reported at once in one UserInputError.
-`global_step` and the optimizer's `adam_m`/`adam_v` slots are ignored.
+A source is where pretrained weights come from: a Google-layout checkpoint (a
+prefix such as `.../bert_model.ckpt`, its `.index` file, or a folder holding one)
+or a Hugging Face folder (config.json + model.safetensors). `open_source` reads
+either into one shape, `CheckpointSource`: Google-named weights, plus the config and
+vocab found beside them. Every entry point (runners, extract_features.py,
+export_tfhub.py, convert_checkpoint.py) goes through it, and `check_source` reads
+every weight once so a damaged file stops before any work, naming the file.
 
-A head is optional: if the checkpoint holds none of a head's variables the head
-keeps its initial values (fine-tuning from a pretraining checkpoint); if it holds
-some but not all, that is an error. Variables of heads the model does not have
-(e.g. `cls/predictions/*` when fine-tuning a classifier) are left unused.
-
-`load_checkpoint` also takes a Hugging Face BERT folder (config.json +
-model.safetensors): it is converted in memory by bert_tf/hf_checkpoints.py, which
-holds that name map, so every runner's --init_checkpoint accepts one.
+`load_checkpoint` assigns a source's values to whatever declares its weights under
+Google's names: the encoder and heads each have `checkpoint_variables()` (from the
+table in bert_tf/names.py), so this module knows no layer classes. Loading is
+strict by default: every mismatch (missing, unexpected, wrong shape) is reported at
+once. A head is optional: if the source holds none of its variables it keeps its
+initial values (fine-tuning from a pretraining checkpoint); if it holds some but not
+all, that is an error. Variables of heads the model does not have (e.g.
+`cls/predictions/*` when fine-tuning a classifier) are left unused.
+`save_checkpoint` writes Google's names, shapes and dtypes, which the original code,
+other ports and `tf.train.load_checkpoint` read. Optimizer slots (`adam_m`/`adam_v`)
+and `global_step` are never model weights.
 """
 
 import collections
@@ -25,94 +29,93 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import heads as heads_lib
-from bert_tf import hf_checkpoints
-from bert_tf.errors import UserInputError
+from bert_tf import hf_checkpoints, names
+from bert_tf.config import BertConfig
+from bert_tf.errors import UserInputError, io_reason
 
-_IGNORED_SUFFIXES = ("/adam_m", "/adam_v")
-_IGNORED_NAMES = ("global_step",)
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
-
-
-def _dense(prefix, layer):
-  return {prefix + "/kernel": layer.kernel, prefix + "/bias": layer.bias}
-
-
-def _layer_norm(prefix, layer):
-  return {prefix + "/beta": layer.beta, prefix + "/gamma": layer.gamma}
-
-
-def encoder_variable_map(encoder):
-  """Google name -> variable for every weight of a BertModel."""
-  emb = encoder.embeddings
-  names = {
-      "bert/embeddings/word_embeddings": emb.word_embeddings,
-      "bert/embeddings/token_type_embeddings": emb.token_type_embeddings,
-      "bert/embeddings/position_embeddings": emb.position_embeddings,
-  }
-  names.update(_layer_norm("bert/embeddings/LayerNorm", emb.layer_norm))
-  for i, block in enumerate(encoder.encoder_layers):
-    p = "bert/encoder/layer_%d/" % i
-    names.update(_dense(p + "attention/self/query", block.attention.query))
-    names.update(_dense(p + "attention/self/key", block.attention.key))
-    names.update(_dense(p + "attention/self/value", block.attention.value))
-    names.update(_dense(p + "attention/output/dense", block.attention_output))
-    names.update(_layer_norm(p + "attention/output/LayerNorm", block.attention_norm))
-    names.update(_dense(p + "intermediate/dense", block.intermediate))
-    names.update(_dense(p + "output/dense", block.output_dense))
-    names.update(_layer_norm(p + "output/LayerNorm", block.output_norm))
-  names.update(_dense("bert/pooler/dense", encoder.pooler.dense))
-  return names
-
-
-def _pooled_logits(prefix, head):
-  return {prefix + "output_weights": head.output_weights, prefix + "output_bias": head.output_bias}
-
-
-def head_variable_map(head):
-  """Google name -> variable for one head."""
-  if isinstance(head, heads_lib.MaskedLMHead):
-    names = _dense("cls/predictions/transform/dense", head.transform)
-    names.update(_layer_norm("cls/predictions/transform/LayerNorm", head.layer_norm))
-    names["cls/predictions/output_bias"] = head.output_bias
-    return names
-  if isinstance(head, heads_lib.NextSentenceHead):
-    return _pooled_logits("cls/seq_relationship/", head)
-  if isinstance(head, heads_lib.SpanHead):
-    return _pooled_logits("cls/squad/", head)
-  if isinstance(head, heads_lib.ClassificationHead):
-    return _pooled_logits("", head)
-  if isinstance(head, heads_lib.MultipleChoiceHead):
-    return {"cls/swag/output_weights": head.output_weights}
-  raise TypeError("No Google checkpoint names are defined for %s." % type(head).__name__)
-
-
-# Names the original code gives head variables; a checkpoint may carry heads the
-# model does not use.
-_KNOWN_HEAD_PREFIXES = ("cls/predictions/", "cls/seq_relationship/", "cls/squad/", "cls/swag/")
-_KNOWN_HEAD_NAMES = ("output_weights", "output_bias")
-
-
-def _is_known_head_name(name):
-  return name.startswith(_KNOWN_HEAD_PREFIXES) or name in _KNOWN_HEAD_NAMES
+GOOGLE_CHECKPOINT_NAME = "bert_model.ckpt"
+GOOGLE_CONFIG_NAME = "bert_config.json"
 
 
 def variable_groups(encoder=None, heads=()):
-  """[(group name, {google name: variable})]: the encoder, then each head."""
+  """[(group name, {google name: variable})]: the encoder ("encoder"), then each head."""
   groups = []
   if encoder is not None:
-    groups.append(("encoder", encoder_variable_map(encoder)))
+    groups.append(("encoder", encoder.checkpoint_variables()))
   for head in heads:
-    groups.append((head.name, head_variable_map(head)))
+    groups.append((head.name, head.checkpoint_variables()))
   return groups
 
 
 def variable_map(encoder=None, heads=()):
   """Google name -> variable for the encoder and heads, in a stable order."""
-  names = collections.OrderedDict()
+  out = collections.OrderedDict()
   for _, group in variable_groups(encoder, heads):
-    names.update(group)
-  return names
+    out.update(group)
+  return out
+
+
+def variable_map_of(model):
+  """Google name -> variable of everything a task model puts in Google-layout checkpoints."""
+  out = collections.OrderedDict()
+  for _, group in model.checkpoint_groups():
+    out.update(group)
+  return out
+
+
+def encoder_variable_map(encoder):
+  """Google name -> variable for every weight of a BertModel."""
+  return encoder.checkpoint_variables()
+
+
+def _damaged(path, name, error):
+  reason = io_reason(error) if isinstance(error, tf.errors.OpError) else str(error)
+  return UserInputError(
+      "Checkpoint %s is damaged: reading %s failed (%s). Copy or download it again." %
+      (path, name, reason.splitlines()[0] if reason else type(error).__name__))
+
+
+@dataclasses.dataclass
+class CheckpointSource:
+  """Google-named weights from one source, and what was found beside them.
+
+  `config_file`/`vocab_file` are None where the source has none beside it;
+  `tokenizer` is an HF folder's casing ({"do_lower_case", "strip_accents"}) or None.
+  """
+  path: str
+  kind: str  # "google" or "hf"
+  shapes: dict  # google name -> list of dims (model weights only)
+  _get: object = dataclasses.field(repr=False)
+  config_file: str = None
+  vocab_file: str = None
+  tokenizer: dict = None
+  heads: list = None  # HF: the head kinds the folder holds
+  _config: BertConfig = dataclasses.field(default=None, repr=False)
+
+  def get(self, name):
+    """The value of one weight as numpy; a damaged file is a UserInputError naming it."""
+    try:
+      return np.asarray(self._get(name))
+    except (tf.errors.OpError, IndexError, ValueError) as e:
+      raise _damaged(self.path, name, e) from None
+
+  def variables(self):
+    """OrderedDict google name -> numpy array of every weight, sorted by name."""
+    return collections.OrderedDict((n, self.get(n)) for n in sorted(self.shapes))
+
+  @property
+  def config(self):
+    """The BertConfig found with the source (None when there is none beside it)."""
+    if self._config is None and self.config_file:
+      self._config = BertConfig.from_json_file(self.config_file)
+    return self._config
+
+  def verify(self):
+    """Reads every weight once (checksums included), so damage shows now, not mid-run."""
+    for name in self.shapes:
+      self.get(name)
+    return self
 
 
 def resolve_checkpoint_path(path):
@@ -124,8 +127,8 @@ def resolve_checkpoint_path(path):
     if path.endswith(suffix):
       path = path[:-len(suffix)]
   if os.path.isdir(path):
-    if os.path.exists(os.path.join(path, "bert_model.ckpt.index")):
-      return os.path.join(path, "bert_model.ckpt")
+    if os.path.exists(os.path.join(path, GOOGLE_CHECKPOINT_NAME + ".index")):
+      return os.path.join(path, GOOGLE_CHECKPOINT_NAME)
     latest = tf.train.latest_checkpoint(path)
     if latest:
       return latest
@@ -137,52 +140,59 @@ def resolve_checkpoint_path(path):
   return path
 
 
-def _open_reader(path):
+def _open_google(path):
+  path = resolve_checkpoint_path(path)
   try:
-    return tf.train.load_checkpoint(path)
+    reader = tf.train.load_checkpoint(path)
   except (tf.errors.OpError, ValueError) as e:
     message = getattr(e, "message", None) or str(e)
     raise UserInputError("Cannot read checkpoint %s: %s" % (path, message.splitlines()[0])) from None
-
-
-def _is_ignored(name):
-  return name in _IGNORED_NAMES or name.endswith(_IGNORED_SUFFIXES)
-
-
-def _check_google_layout(path, shapes):
-  if _OBJECT_GRAPH_KEY in shapes and not any(n.startswith("bert/") for n in shapes):
+  all_shapes = reader.get_variable_to_shape_map()
+  if _OBJECT_GRAPH_KEY in all_shapes and not any(n.startswith("bert/") for n in all_shapes):
     raise UserInputError(
         "Checkpoint %s is a TF2 object-based training checkpoint, not Google's layout; "
         "use the bert_model.ckpt that training exports (or its 'resume' state)." % path)
+  shapes = {n: list(s) for n, s in all_shapes.items()
+            if not names.is_ignored(n) and n != _OBJECT_GRAPH_KEY}
+  folder = os.path.dirname(path)
+  beside = lambda name: os.path.join(folder, name) if os.path.isfile(
+      os.path.join(folder, name)) else None
+  return CheckpointSource(path, "google", shapes, reader.get_tensor,
+                          config_file=beside(GOOGLE_CONFIG_NAME),
+                          vocab_file=beside(hf_checkpoints.VOCAB_NAME))
 
 
-def _open_hf_folder(path, encoder):
-  """An HF folder converted strictly to Google's names: (path, shapes, get_tensor)."""
+def _open_hf(path):
   hf = hf_checkpoints.read_hf_folder(path)
-  if encoder is not None:
-    differences = hf_checkpoints.architecture_differences(hf.config, encoder.config)
-    if differences:
-      model_config = encoder.config.source_file or "the model's BertConfig"
-      raise UserInputError(
-          "Hugging Face config %s does not describe the same network as %s (%s; HF's "
-          "\"gelu\" is bert_tf's \"gelu_exact\"). Pass --bert_config_file=%s, or the "
-          "bert_config.json that convert_checkpoint.py --to=google writes for it." %
-          (hf.config_file, model_config, ", ".join(differences), hf.config_file))
-  shapes = {name: list(value.shape) for name, value in hf.variables.items()}
-  return str(path), shapes, hf.variables.__getitem__
+  vocab = os.path.join(os.fspath(path), hf_checkpoints.VOCAB_NAME)
+  return CheckpointSource(
+      os.fspath(path), "hf", {n: list(v.shape) for n, v in hf.variables.items()},
+      hf.variables.__getitem__, config_file=hf.config_file,
+      vocab_file=vocab if os.path.isfile(vocab) else None, tokenizer=hf.tokenizer,
+      heads=hf.heads, _config=hf.config)
+
+
+def open_source(path, kind=None):
+  """A CheckpointSource for a Google prefix / .index / folder, or a Hugging Face folder.
+
+  `kind` ("google" or "hf") reads `path` as that layout only, for callers that need one.
+  """
+  if isinstance(path, CheckpointSource):
+    return path
+  if kind == "hf" or (kind is None and hf_checkpoints.is_hf_folder(path)):
+    return _open_hf(path)
+  return _open_google(path)
+
+
+def check_source(path):
+  """The opened, fully read source; any problem is one UserInputError naming the file."""
+  return open_source(path).verify()
 
 
 def read_variables(path):
-  """(resolved prefix, OrderedDict name -> numpy array) of a Google-layout checkpoint's weights.
-
-  Optimizer slots, global_step and TF2 object-graph entries are left out.
-  """
-  path = resolve_checkpoint_path(path)
-  reader = _open_reader(path)
-  shapes = reader.get_variable_to_shape_map()
-  _check_google_layout(path, shapes)
-  names = sorted(n for n in shapes if not _is_ignored(n) and n != _OBJECT_GRAPH_KEY)
-  return path, collections.OrderedDict((n, np.asarray(reader.get_tensor(n))) for n in names)
+  """(resolved path, OrderedDict name -> numpy array) of a source's weights."""
+  source = open_source(path)
+  return source.path, source.variables()
 
 
 @dataclasses.dataclass
@@ -202,45 +212,57 @@ def _format_list(title, items, limit=25):
   return lines
 
 
+def _check_hf_architecture(source, config):
+  differences = source.config.architecture_differences(config)
+  if differences:
+    model_config = config.source_file or "the model's BertConfig"
+    raise UserInputError(
+        "Hugging Face config %s does not describe the same network as %s (%s; HF's "
+        "\"gelu\" is bert_tf's \"gelu_exact\"). Pass --bert_config_file=%s, or the "
+        "bert_config.json that convert_checkpoint.py --to=google writes for it." %
+        (source.config_file, model_config, ", ".join(differences), source.config_file))
+
+
 def load_checkpoint(path, encoder=None, heads=(), strict=True):
-  """Assigns a Google-layout checkpoint's values to the encoder's and heads' variables.
+  """Assigns a source's values to the encoder's and heads' variables (see `load_groups`)."""
+  return load_groups(path, variable_groups(encoder, heads), strict,
+                     config=encoder.config if encoder is not None else None)
 
-  With strict=False, missing and unexpected variables are tolerated (only matching
-  names are assigned, like the original `get_assignment_map_from_checkpoint`), but
-  a shape mismatch is still an error.
+
+def load_groups(path, groups, strict=True, config=None):
+  """Assigns a source's values to variable groups [(name, {google name: variable})].
+
+  `path` is anything `open_source` takes, or an opened CheckpointSource. The group
+  named "encoder" must be whole; any other group (a head) may be absent. `config`,
+  the model's BertConfig, is compared with an HF folder's. With strict=False, missing
+  and unexpected variables are tolerated (only matching names are assigned, like the
+  original `get_assignment_map_from_checkpoint`), but a shape mismatch is still an error.
   """
-  if hf_checkpoints.is_hf_folder(path):
-    path, shapes, get_tensor = _open_hf_folder(path, encoder)
-  else:
-    path = resolve_checkpoint_path(path)
-    reader = _open_reader(path)
-    shapes, get_tensor = reader.get_variable_to_shape_map(), reader.get_tensor
-    _check_google_layout(path, shapes)
-  available = {n for n in shapes if not _is_ignored(n) and n != _OBJECT_GRAPH_KEY}
-
+  source = open_source(path)
+  if source.kind == "hf" and config is not None and any(g == "encoder" for g, _ in groups):
+    _check_hf_architecture(source, config)
+  available = set(source.shapes)
   assignments, missing, mismatched, skipped = [], [], [], []
   wanted = set()
-  for group_name, group in variable_groups(encoder, heads):
+  for group_name, group in groups:
     wanted.update(group)
-    present = [n for n in group if n in available]
-    if group_name != "encoder" and not present:
+    if group_name != "encoder" and not any(n in available for n in group):
       skipped.append(group_name)
       continue
     for name, variable in group.items():
       if name not in available:
         missing.append(name)
-        continue
-      if list(shapes[name]) != list(variable.shape):
-        mismatched.append("%s: checkpoint %s, model %s" % (name, list(shapes[name]),
+      elif list(source.shapes[name]) != list(variable.shape):
+        mismatched.append("%s: checkpoint %s, model %s" % (name, list(source.shapes[name]),
                                                            list(variable.shape)))
-        continue
-      assignments.append((name, variable))
+      else:
+        assignments.append((name, variable))
   leftovers = sorted(available - wanted)
-  unexpected = [n for n in leftovers if not _is_known_head_name(n)]
-  unused = [n for n in leftovers if _is_known_head_name(n)]
+  unexpected = [n for n in leftovers if not names.is_head_name(n)]
+  unused = [n for n in leftovers if names.is_head_name(n)]
 
   if mismatched or (strict and (missing or unexpected)):
-    lines = ["Checkpoint %s does not match the model:" % path]
+    lines = ["Checkpoint %s does not match the model:" % source.path]
     if missing:
       lines += _format_list("missing from the checkpoint", missing)
     if unexpected:
@@ -252,9 +274,9 @@ def load_checkpoint(path, encoder=None, heads=(), strict=True):
     raise UserInputError("\n".join(lines))
 
   for name, variable in assignments:
-    variable.assign(np.asarray(get_tensor(name)).astype(variable.dtype))
-  return LoadReport(checkpoint=path, loaded=[n for n, _ in assignments], skipped_heads=skipped,
-                    unused=unused + (leftovers if not strict else []))
+    variable.assign(source.get(name).astype(variable.dtype))
+  return LoadReport(checkpoint=source.path, loaded=[n for n, _ in assignments],
+                    skipped_heads=skipped, unused=unused + (leftovers if not strict else []))
 
 
 def save_checkpoint(prefix, encoder=None, heads=(), global_step=None, extra=None):
@@ -267,21 +289,21 @@ def save_checkpoint(prefix, encoder=None, heads=(), global_step=None, extra=None
   Returns `prefix`.
   """
   prefix = str(prefix)
-  names = variable_map(encoder, heads)
-  tensors = [tf.convert_to_tensor(v) for v in names.values()]
-  names = list(names)
+  variables = variable_map(encoder, heads)
+  tensors = [tf.convert_to_tensor(v) for v in variables.values()]
+  tensor_names = list(variables)
   for name, value in (extra or {}).items():
-    names.append(name)
+    tensor_names.append(name)
     tensors.append(tf.convert_to_tensor(value))
   if global_step is not None:
-    names.append("global_step")
+    tensor_names.append("global_step")
     tensors.append(tf.constant(int(global_step), tf.int64))
   folder = os.path.dirname(prefix)
   if folder:
     tf.io.gfile.makedirs(folder)
   tmp = "%s.tmp-%s" % (prefix, uuid.uuid4().hex[:8])
-  tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
-                    tensors=tensors)
+  tf.raw_ops.SaveV2(prefix=tmp, tensor_names=tensor_names,
+                    shape_and_slices=[""] * len(tensor_names), tensors=tensors)
   tf.io.gfile.rename(tmp + ".data-00000-of-00001", prefix + ".data-00000-of-00001",
                      overwrite=True)
   tf.io.gfile.rename(tmp + ".index", prefix + ".index", overwrite=True)

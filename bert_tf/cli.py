@@ -2,6 +2,7 @@
 and the flags the data scripts share (no TensorFlow import here: the Beam launcher stays light).
 """
 
+import fractions
 import sys
 
 from absl import app, flags, logging
@@ -69,6 +70,15 @@ def define_pretraining_data_flags(
   flags.DEFINE_float("short_seq_prob", 0.1,
                      "Probability of creating sequences which are shorter than the maximum "
                      "length.")
+  flags.DEFINE_float("mask_token_prob", 0.8,
+                     "Of the tokens chosen for prediction (--masked_lm_prob), the share replaced "
+                     "by [MASK]. Default 0.8, as in the paper; appendix C.2 (Table 8) compares "
+                     "other shares.")
+  flags.DEFINE_float("random_token_prob", 0.1,
+                     "Of the tokens chosen for prediction, the share replaced by a random word "
+                     "of the vocab (default 0.1, as in the paper). The rest, 1 - "
+                     "--mask_token_prob - --random_token_prob, keep their token. The defaults "
+                     "write exactly the original's records.")
 
 
 def check_pretraining_data_flags(flag_values):
@@ -82,6 +92,13 @@ def check_pretraining_data_flags(flag_values):
     raise UserInputError("--dupe_factor must be positive.")
   if not 0 <= flag_values.masked_lm_prob <= 1 or not 0 <= flag_values.short_seq_prob <= 1:
     raise UserInputError("--masked_lm_prob and --short_seq_prob must be in [0, 1].")
+  mask, random_word = flag_values.mask_token_prob, flag_values.random_token_prob
+  # The sum as decimals, so that e.g. 0.7 and 0.3 give exactly 1.
+  if not (0 <= mask <= 1 and 0 <= random_word <= 1) or (
+      fractions.Fraction(repr(mask)) + fractions.Fraction(repr(random_word)) > 1):
+    raise UserInputError(
+        "--mask_token_prob=%s and --random_token_prob=%s must each be in [0, 1] and sum to at "
+        "most 1 (the rest of the predicted tokens keep their token)." % (mask, random_word))
 
 
 def pretraining_data_tokenizer(flag_values):

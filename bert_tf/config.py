@@ -4,6 +4,11 @@ Field names, defaults and the JSON layout (indent 2, sorted keys) are the origin
 `modeling.BertConfig`'s, so a release's config reads here and a config written here
 reads in the original code. Unlike the original, a bad file fails at load time with
 a message naming the file and the field instead of deep inside graph building.
+
+A Hugging Face BERT `config.json` translates here too (`from_hf_dict`/`to_hf_dict`):
+HF's "gelu" is the exact erf GELU, which bert_tf calls "gelu_exact"; the original's
+(tanh) "gelu" is HF's "gelu_new". Translating the names both ways keeps a converted
+model computing what its source computed.
 """
 
 import copy
@@ -18,6 +23,44 @@ from bert_tf.errors import UserInputError
 # "gelu_exact" (not in the original) is the erf form, which Hugging Face calls "gelu",
 # so that checkpoints converted from there compute what they computed.
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
+
+# bert_tf hidden_act -> HF hidden_act.
+_TO_HF_ACTIVATION = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh",
+                     "linear": "linear", "": "linear"}
+# HF hidden_act -> bert_tf hidden_act (the tanh-approximation variants differ only in rounding).
+_FROM_HF_ACTIVATION = {"gelu": "gelu_exact", "gelu_python": "gelu_exact", "gelu_new": "gelu",
+                       "gelu_pytorch_tanh": "gelu", "gelu_python_tanh": "gelu",
+                       "gelu_fast": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
+# transformers' BertConfig defaults, for fields an HF config.json leaves out
+# (type_vocab_size differs from the original's default of 16).
+_HF_DEFAULTS = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+                "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
+                "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+                "max_position_embeddings": 512, "type_vocab_size": 2,
+                "initializer_range": 0.02}
+LAYER_NORM_EPS = 1e-12
+# Fields that decide what the network computes (dropout and init do not).
+ARCHITECTURE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                       "intermediate_size", "hidden_act", "max_position_embeddings",
+                       "type_vocab_size")
+
+
+def activation_from_hf(name, source):
+  """HF hidden_act -> bert_tf hidden_act; an unknown one is an error naming `source`."""
+  key = name.lower() if isinstance(name, str) else name
+  if key not in _FROM_HF_ACTIVATION:
+    raise UserInputError(
+        "%s: hidden_act %r has no bert_tf equivalent (those that have: %s); this model "
+        "cannot be converted." % (source, name, ", ".join(sorted(_FROM_HF_ACTIVATION))))
+  return _FROM_HF_ACTIVATION[key]
+
+
+def activation_to_hf(name, source="BertConfig"):
+  """bert_tf hidden_act -> HF hidden_act ("gelu" -> "gelu_new", "gelu_exact" -> "gelu")."""
+  key = (name or "").lower()
+  if key not in _TO_HF_ACTIVATION:
+    raise UserInputError("%s: hidden_act %r has no Hugging Face equivalent." % (source, name))
+  return _TO_HF_ACTIVATION[key]
 
 
 @dataclasses.dataclass
@@ -35,6 +78,10 @@ class BertConfig:
   max_position_embeddings: int = 512
   type_vocab_size: int = 16
   initializer_range: float = 0.02
+  # Not in the original: True for the paper's "LTR" ablation (Table 5), a left-to-right model
+  # whose positions attend only to themselves and earlier ones, in pretraining and fine-tuning.
+  # Written to bert_config.json only when true, so other configs keep the original's layout.
+  causal_attention: bool = False
 
   # The file the config was read from (not a field: never written), for error messages.
   source_file = None
@@ -61,6 +108,9 @@ class BertConfig:
       if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise UserInputError(
             "%sfield `%s` must be a number in [0, 1), got %r." % (where, name, value))
+    if not isinstance(self.causal_attention, bool):
+      raise UserInputError("%sfield `causal_attention` must be true or false, got %r." %
+                           (where, self.causal_attention))
     if (isinstance(self.initializer_range, bool) or
         not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0):
       raise UserInputError("%sfield `initializer_range` must be a positive number, got %r." %
@@ -109,7 +159,7 @@ class BertConfig:
 
   @classmethod
   def from_json_file(cls, json_file):
-    """Reads a `bert_config.json`, or an HF BERT `config.json` (translated by hf_checkpoints).
+    """Reads a `bert_config.json`, or an HF BERT `config.json` (translated by `from_hf_dict`).
 
     Errors name the file and what to fix.
     """
@@ -121,16 +171,86 @@ class BertConfig:
     except json.JSONDecodeError as e:
       raise UserInputError("BERT config file %s is not valid JSON: %s." % (json_file, e)) from None
     if isinstance(data, dict) and "model_type" in data:
-      # A Hugging Face config.json: translated (activation names, defaults) there.
-      from bert_tf import hf_checkpoints
-      config = hf_checkpoints.config_from_hf(data, json_file)
+      config = cls.from_hf_dict(data, json_file)
     else:
       config = cls.from_dict(data, source="BERT config file %s" % json_file)
     config.source_file = json_file
     return config
 
+  @classmethod
+  def from_hf_dict(cls, data, source):
+    """A BertConfig from an HF config.json's dict; what bert_tf cannot compute is an error."""
+    if not isinstance(data, dict):
+      raise UserInputError("%s: expected a JSON object, got %s." % (source, type(data).__name__))
+    architectures = data.get("architectures") or []
+    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+      raise UserInputError("%s: `architectures` must be a list of class names such as "
+                           "[\"BertModel\"], got %r." % (source, architectures))
+    model_type = data.get("model_type")
+    if model_type is None and not all(a.startswith("Bert") for a in architectures):
+      model_type = "/".join(architectures)
+    if model_type not in (None, "bert"):
+      raise UserInputError("%s is not a BERT config (model_type %r, expected \"bert\"); only "
+                           "BERT checkpoints convert." % (source, model_type))
+    if data.get("is_decoder") or data.get("add_cross_attention"):
+      raise UserInputError("%s is a BERT decoder (is_decoder / add_cross_attention); bert_tf "
+                           "has only the bidirectional encoder." % source)
+    position = data.get("position_embedding_type", "absolute")
+    if position not in (None, "absolute"):
+      raise UserInputError("%s: position_embedding_type %r is not supported; bert_tf has the "
+                           "original's absolute position embeddings." % (source, position))
+    eps = data.get("layer_norm_eps", LAYER_NORM_EPS)
+    if not isinstance(eps, (int, float)) or abs(eps - LAYER_NORM_EPS) > 1e-15:
+      raise UserInputError("%s: layer_norm_eps is %r; bert_tf's LayerNorm uses the original's "
+                           "1e-12, so this model cannot be converted." % (source, eps))
+    fields = {name: data.get(name, default) for name, default in _HF_DEFAULTS.items()}
+    fields["hidden_act"] = activation_from_hf(fields["hidden_act"], source)
+    return cls.from_dict(fields, source=source)
+
+  def to_hf_dict(self, architecture="BertModel", num_labels=None):
+    """An HF config.json dict (transformers' BertConfig field names)."""
+    if self.causal_attention:
+      raise UserInputError("A left-to-right model (causal_attention) has no Hugging Face "
+                           "BertModel form; keep it in Google's layout.")
+    data = {
+        "architectures": [architecture],
+        "model_type": "bert",
+        "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+        "hidden_act": activation_to_hf(self.hidden_act),
+        "hidden_dropout_prob": self.hidden_dropout_prob,
+        "hidden_size": self.hidden_size,
+        "initializer_range": self.initializer_range,
+        "intermediate_size": self.intermediate_size,
+        "layer_norm_eps": LAYER_NORM_EPS,
+        "max_position_embeddings": self.max_position_embeddings,
+        "num_attention_heads": self.num_attention_heads,
+        "num_hidden_layers": self.num_hidden_layers,
+        "pad_token_id": 0,
+        "position_embedding_type": "absolute",
+        "type_vocab_size": self.type_vocab_size,
+        "vocab_size": self.vocab_size,
+    }
+    if num_labels is not None:
+      data["id2label"] = {str(i): "LABEL_%d" % i for i in range(num_labels)}
+      data["label2id"] = {"LABEL_%d" % i: i for i in range(num_labels)}
+    return data
+
+  def architecture_differences(self, other):
+    """["field: self vs other"] for the fields that change what the network computes."""
+    out = []
+    for name in ARCHITECTURE_FIELDS:
+      x, y = getattr(self, name), getattr(other, name)
+      if name == "hidden_act":
+        x, y = (x or "linear").lower(), (y or "linear").lower()
+      if x != y:
+        out.append("%s %r vs %r" % (name, x, y))
+    return out
+
   def to_dict(self):
-    return copy.deepcopy(dataclasses.asdict(self))
+    data = copy.deepcopy(dataclasses.asdict(self))
+    if not data["causal_attention"]:
+      del data["causal_attention"]
+    return data
 
   def to_json_string(self):
     """The original's serialization: indent 2, sorted keys, trailing newline."""

@@ -4,8 +4,8 @@
 (vocabulary and character tables are graph constants, so no path to vocab.txt
 survives) and the models' variables, with one tf.function per signature, plus
 `assets.extra/bert_tf_export.json`, a small human-readable description. Each
-task's export lives beside the task and calls the task model itself:
-`bert_tf.tasks.classifier_export`, `squad_export`, `swag_export`.
+task's export lives in the task's package and calls the task model itself:
+`bert_tf.tasks.glue.export`, `bert_tf.tasks.squad.export`, `bert_tf.tasks.swag.export`.
 
 Loading needs only `import tensorflow, tensorflow_text` (the latter registers the
 tokenizer's ops); bert_tf is not needed. Tools that do not import

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from bert_tf import packing, user_files
 from bert_tf.errors import UserInputError
+from bert_tf.modeling import INPUT_NAMES, trim_to_longest
 from bert_tf.progress import Progress
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -108,9 +109,8 @@ def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, m
   whose values do not depend on the padding (see modeling.trim_to_longest).
   """
 
-  def forward(input_word_ids, input_mask, input_type_ids):
-    outputs = encoder({"input_word_ids": input_word_ids, "input_mask": input_mask,
-                       "input_type_ids": input_type_ids}, training=False)["encoder_outputs"]
+  def forward(inputs):
+    outputs = encoder(inputs, training=False)["encoder_outputs"]
     return tf.stack([outputs[i] for i in layer_indexes])
 
   forward = tf.function(forward, jit_compile=jit_compile, reduce_retracing=True)
@@ -123,17 +123,14 @@ def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, m
   with open(tmp, "w", encoding="utf-8") as writer:
     for batch in _batches(examples, batch_size):
       packed = [convert_example(e, max_seq_length, tokenizer) for e in batch]
-      length = max_seq_length
-      if dynamic_length:
-        longest = max(len(p.tokens) for p in packed)
-        length = min(max_seq_length, -(-longest // bucket) * bucket)
       # The last batch is padded to full size so the compiled function is reused.
-      arrays = [np.zeros((batch_size, length), np.int32) for _ in range(3)]
+      arrays = [np.zeros((batch_size, max_seq_length), np.int32) for _ in range(3)]
       for row, p in enumerate(packed):
-        arrays[0][row] = p.input_ids[:length]
-        arrays[1][row] = p.input_mask[:length]
-        arrays[2][row] = p.segment_ids[:length]
-      outputs = forward(*arrays).numpy()  # [num_layers, batch, seq, H]
+        arrays[0][row], arrays[1][row], arrays[2][row] = p.input_ids, p.input_mask, p.segment_ids
+      inputs = {name: tf.constant(array) for name, array in zip(INPUT_NAMES, arrays)}
+      if dynamic_length:
+        inputs = trim_to_longest(inputs, bucket=bucket)
+      outputs = forward(inputs).numpy()  # [num_layers, batch, seq, H]
       for row, (example, feature) in enumerate(zip(batch, packed)):
         writer.write(format_record(example.unique_id, feature.tokens, layer_indexes,
                                    outputs[:, row]))

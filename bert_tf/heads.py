@@ -1,15 +1,19 @@
 """Task heads on top of BertModel, and their losses exactly as the original computes them.
 
-Each head creates the same variables (shapes, initializers) as the original code:
+Each head creates the same variables (shapes, initializers) as the original code,
+and declares its `checkpoint_kind`, whose row in bert_tf/names.py gives their
+Google and Hugging Face names:
 
-  MaskedLMHead         cls/predictions/{transform/dense, transform/LayerNorm, output_bias}
-  NextSentenceHead     cls/seq_relationship/{output_weights, output_bias}
-  ClassificationHead   output_weights, output_bias              (run_classifier.py)
-  SpanHead             cls/squad/{output_weights, output_bias}  (run_squad.py)
-  MultipleChoiceHead   cls/swag/output_weights [1, H]           (run_swag.py; not in the
-                       original code, which shipped no SWAG runner: the paper's one vector)
+  kind        head                 Google names
+  mlm         MaskedLMHead         cls/predictions/{transform/dense, transform/LayerNorm, output_bias}
+  nsp         NextSentenceHead     cls/seq_relationship/{output_weights, output_bias}
+  classifier  ClassificationHead   output_weights, output_bias              (run_classifier.py)
+  squad       SpanHead             cls/squad/{output_weights, output_bias}  (run_squad.py)
+  swag        MultipleChoiceHead   cls/swag/output_weights [1, H]           (run_swag.py; not in
+              the original code, which shipped no SWAG runner: the paper's one vector)
+  ner         TokenClassificationHead  cls/ner/{output_weights, output_bias}  (run_ner.py; not in
+              the original code either: section 5.3's token classifier)
 
-The Google names themselves live in `bert_tf.checkpoints`, the one name map.
 Every head is Keras-serializable (`get_config` holds the BertConfig as a dict);
 the masked-LM head's tied embedding table is not part of its config: whoever
 builds it passes the encoder's table (PretrainingModel does).
@@ -20,13 +24,25 @@ original's one-hot products, so an out-of-range label contributes 0 as it did th
 import keras
 from keras import ops
 
-from bert_tf import layers
+from bert_tf import layers, names
 from bert_tf.config import BertConfig
 
 
+class Head(layers.ConfiguredLayer):
+  """A head whose weights go into checkpoints under the names of its `checkpoint_kind`."""
+
+  checkpoint_kind = None
+
+  def checkpoint_variables(self):
+    """Google name -> variable (bert_tf/names.py's rows for this kind)."""
+    return names.variables_of(self, names.head_names(self.checkpoint_kind))
+
+
 @layers.serializable
-class MaskedLMHead(layers.ConfiguredLayer):
+class MaskedLMHead(Head):
   """transform (dense + act + LayerNorm), then logits against the tied word embeddings."""
+
+  checkpoint_kind = "mlm"
 
   def __init__(self, config, embedding_table=None, **kwargs):
     super().__init__(config, **kwargs)
@@ -63,7 +79,7 @@ class MaskedLMHead(layers.ConfiguredLayer):
     return ops.log_softmax(self.logits(sequence_output, positions), axis=-1)
 
 
-class _PooledLogits(layers.ConfiguredLayer):
+class _PooledLogits(Head):
   """logits = x @ output_weights^T + output_bias, with weights stored [num_labels, H]."""
 
   def __init__(self, config, num_labels, stddev, **kwargs):
@@ -89,6 +105,8 @@ class _PooledLogits(layers.ConfiguredLayer):
 class NextSentenceHead(_PooledLogits):
   """Is-next / not-next classifier on the pooled output (label 0 = is next)."""
 
+  checkpoint_kind = "nsp"
+
   def __init__(self, config, **kwargs):
     config = BertConfig.coerce(config)
     super().__init__(config, 2, config.initializer_range, **kwargs)
@@ -106,6 +124,8 @@ class ClassificationHead(_PooledLogits):
   config's hidden_dropout_prob says, and the weights use stddev 0.02 whatever its
   initializer_range says.
   """
+
+  checkpoint_kind = "classifier"
 
   def __init__(self, config, num_labels, dropout_rate=0.1, **kwargs):
     super().__init__(config, num_labels, 0.02, **kwargs)
@@ -125,6 +145,8 @@ class ClassificationHead(_PooledLogits):
 class SpanHead(_PooledLogits):
   """run_squad's head: per-token start and end logits from the sequence output."""
 
+  checkpoint_kind = "squad"
+
   def __init__(self, config, **kwargs):
     super().__init__(config, 2, 0.02, **kwargs)
 
@@ -135,12 +157,37 @@ class SpanHead(_PooledLogits):
 
 
 @layers.serializable
-class MultipleChoiceHead(layers.ConfiguredLayer):
+class TokenClassificationHead(_PooledLogits):
+  """run_ner's head (paper section 5.3): dropout on each position's final hidden state, then
+  per-label logits. The paper feeds only each word's first sub-token to it; which positions
+  count is the task's (its loss and predictions), not the head's."""
+
+  checkpoint_kind = "ner"
+
+  def __init__(self, config, num_labels, dropout_rate=None, **kwargs):
+    config = BertConfig.coerce(config)
+    super().__init__(config, num_labels, 0.02, **kwargs)
+    self.dropout_rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
+    self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+
+  def get_config(self):
+    return {**super().get_config(), "num_labels": self.num_labels,
+            "dropout_rate": self.dropout_rate}
+
+  def call(self, sequence_output, training=False):
+    """[B, S, H] -> [B, S, num_labels] logits."""
+    return self.logits(self.dropout(sequence_output, training=training))
+
+
+@layers.serializable
+class MultipleChoiceHead(Head):
   """Paper section 4.4: one vector V; a choice's score is V . C (C its pooled [CLS] output).
 
   No bias: the paper introduces only this vector (a shared bias would cancel in
   the softmax over choices anyway).
   """
+
+  checkpoint_kind = "swag"
 
   def build(self, input_shape=None):
     self.output_weights = self.add_weight(

@@ -1,60 +1,27 @@
-"""THE map between Hugging Face BERT folders and Google's checkpoint variables.
+"""Hugging Face BERT folders read and written as Google-named variables (numpy, no torch).
 
-Why a second map: bert_tf speaks Google's layout (bert_tf/checkpoints.py maps it to
-the Keras variables), and most BERT weights published today are Hugging Face
-folders (`config.json`, `model.safetensors`, `vocab.txt`). Translating between the
-two names and orientations here, in one table, lets convert_checkpoint.py write
-either layout and every runner's --init_checkpoint read an HF folder directly,
-with numpy and `safetensors` only (no torch; Google's files themselves are read
-and written by bert_tf/checkpoints.py).
+Why: bert_tf speaks Google's layout, and most BERT weights published today are
+Hugging Face folders (`config.json`, `model.safetensors`, `vocab.txt`). This module
+translates HF state dicts to and from Google's names with the table in
+bert_tf/names.py, and reads and writes the folder's files; bert_tf/checkpoints.py
+opens an HF folder through it, and bert_tf/conversion.py writes whole folders.
 
-The contract. L layers, H hidden_size, I intermediate_size, V vocab_size,
-P max_position_embeddings, T type_vocab_size, n labels. HF keys are those of
-`BertModel`; with a head they carry the prefix "bert." (`BertForPreTraining`, ...).
-A torch Linear weight is [out, in], the transpose of a TF kernel [in, out]; a
-torch LayerNorm weight/bias is TF's gamma/beta (old HF files say gamma/beta too).
+The contract: encoder keys are those of transformers' `BertModel`, with the prefix
+"bert." when a head is in the file. A torch Linear weight is [out, in], the
+transpose of a TF kernel [in, out] (rows marked `transpose` in names.py); the heads'
+[labels, H] matrices are not transposed (the original multiplies with transpose_b,
+as torch does). A torch LayerNorm weight/bias is TF's gamma/beta (old HF files say
+gamma/beta too). The masked-LM decoder (`cls.predictions.decoder.weight` / `.bias`)
+is tied to the word embeddings and to `cls.predictions.bias` in both layouts: it is
+not written, and when a file holds it, it must equal what it is tied to.
+`embeddings.position_ids` / `token_type_ids` (buffers some files hold) are ignored.
+Values are copied bit for bit; bfloat16 and float16 tensors are widened to float32
+(exactly) for Google's layout.
 
-  HF key (a torch module: .weight/.bias)   Google name (dense: /kernel, /bias)    Google shape
-  embeddings.word_embeddings               bert/embeddings/word_embeddings        [V, H]
-  embeddings.position_embeddings           bert/embeddings/position_embeddings    [P, H]
-  embeddings.token_type_embeddings         bert/embeddings/token_type_embeddings  [T, H]
-  embeddings.LayerNorm                     bert/embeddings/LayerNorm (gamma/beta) [H]
-  encoder.layer.N.attention.self.query     bert/encoder/layer_N/attention/self/query (T)
-    (likewise key and value)                                                      [H, H], [H]
-  encoder.layer.N.attention.output.dense   .../layer_N/attention/output/dense (T) [H, H], [H]
-  encoder.layer.N.attention.output.LayerNorm  .../layer_N/attention/output/LayerNorm  [H]
-  encoder.layer.N.intermediate.dense       .../layer_N/intermediate/dense (T)     [H, I], [I]
-  encoder.layer.N.output.dense             .../layer_N/output/dense (T)           [I, H], [H]
-  encoder.layer.N.output.LayerNorm         .../layer_N/output/LayerNorm           [H]
-  pooler.dense                             bert/pooler/dense (T)                  [H, H], [H]
-  cls.predictions.transform.dense          cls/predictions/transform/dense (T)    [H, H], [H]
-  cls.predictions.transform.LayerNorm      cls/predictions/transform/LayerNorm    [H]
-  cls.predictions.bias                     cls/predictions/output_bias            [V]
-  cls.seq_relationship                     cls/seq_relationship/output_weights, output_bias
-                                                                                  [2, H], [2]
-  classifier (BertForSequenceClassification)  output_weights, output_bias         [n, H], [n]
-  qa_outputs (BertForQuestionAnswering)    cls/squad/output_weights, output_bias  [2, H], [2]
-
-(T): the kernel is the torch weight transposed. The last three rows' weights are
-not transposed: the original multiplies by them with transpose_b, as torch does.
-The masked-LM decoder (`cls.predictions.decoder.weight` / `.bias`) is tied to the
-word embeddings and to `cls.predictions.bias` in both layouts: it is not written,
-and when a file holds it, it must equal what it is tied to.
-`embeddings.position_ids` / `token_type_ids` (buffers some files hold) are
-ignored. Values are copied bit for bit; bfloat16 and float16 tensors are widened
-to float32 (exactly) for Google's layout.
-
-Activations: Hugging Face's "gelu" is the exact erf GELU, bert_tf's (the original's)
-"gelu" is the tanh approximation, which HF calls "gelu_new". Converting maps HF
-"gelu" <-> bert_tf "gelu_exact" and HF "gelu_new" <-> bert_tf "gelu", so a converted
-model computes what its source computed.
-
-The HF architecture written follows the heads present: none -> BertModel, masked-LM
-and next-sentence -> BertForPreTraining, masked-LM only -> BertForMaskedLM,
-next-sentence only -> BertForNextSentencePrediction, run_classifier's head ->
-BertForSequenceClassification, run_squad's -> BertForQuestionAnswering. Google's
-checkpoints always hold the pooler, so BertForMaskedLM and BertForQuestionAnswering
-files keep it (transformers, whose classes have none, reports it as unused); an HF
+The HF class written follows the heads present (names.hf_architecture): none ->
+BertModel, masked-LM and next-sentence -> BertForPreTraining, one head -> its class.
+Google's checkpoints always hold the pooler, so BertForMaskedLM and
+BertForQuestionAnswering files keep it (transformers reports it as unused); an HF
 file without a pooler is an error, as bert_tf's encoder has the original's pooler.
 """
 
@@ -65,6 +32,7 @@ import struct
 
 import numpy as np
 
+from bert_tf import names
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 
@@ -74,100 +42,57 @@ WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 VOCAB_NAME = "vocab.txt"
 
-# bert_tf hidden_act -> HF hidden_act.
-_TO_HF_ACTIVATION = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh",
-                     "linear": "linear", "": "linear"}
-# HF hidden_act -> bert_tf hidden_act (the tanh-approximation variants differ only in rounding).
-_FROM_HF_ACTIVATION = {"gelu": "gelu_exact", "gelu_python": "gelu_exact", "gelu_new": "gelu",
-                       "gelu_pytorch_tanh": "gelu", "gelu_python_tanh": "gelu",
-                       "gelu_fast": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
 
-# transformers' BertConfig defaults, for fields an HF config.json leaves out
-# (type_vocab_size differs from the original's default of 16).
-_HF_DEFAULTS = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
-                "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
-                "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-                "max_position_embeddings": 512, "type_vocab_size": 2,
-                "initializer_range": 0.02}
-_LAYER_NORM_EPS = 1e-12
-# Fields that decide what the network computes (dropout and init do not).
-ARCHITECTURE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                       "intermediate_size", "hidden_act", "max_position_embeddings",
-                       "type_vocab_size")
+def _head_rows(architectures=None):
+  """kind -> [Name] of the heads HF has a form for.
 
-_ARCHITECTURES = {(): "BertModel", ("mlm", "nsp"): "BertForPreTraining",
-                  ("mlm",): "BertForMaskedLM", ("nsp",): "BertForNextSentencePrediction",
-                  ("classifier",): "BertForSequenceClassification",
-                  ("squad",): "BertForQuestionAnswering"}
-# HF architectures whose `classifier.*` is not run_classifier's pooled head.
-_OTHER_CLASSIFIERS = ("BertForTokenClassification", "BertForMultipleChoice")
-_TIED = {"cls.predictions.decoder.weight": "embeddings.word_embeddings.weight",
-         "cls.predictions.decoder.bias": "cls.predictions.bias"}
-_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
-_HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")
-_ENCODER_PREFIX = "bert."
-
-Pair = collections.namedtuple("Pair", "hf google transpose shape")
+  Given the HF file's `architectures`, kinds that share HF keys (HF names the sequence and
+  the token classifier alike) are narrowed to one: the kind of the named class, else the
+  first in the table.
+  """
+  out, owner = collections.OrderedDict(), {}
+  for kind, head in names.HEAD_KINDS.items():
+    if not all(row.hf for row in head.names):
+      continue
+    keys = tuple(row.hf for row in head.names)
+    if architectures is not None and keys in owner:
+      if head.hf_architecture in architectures:
+        del out[owner[keys]]
+      else:
+        continue
+    owner[keys] = kind
+    out[kind] = head.names
+  return out
 
 
-def _dense(hf, google, n_in, n_out):
-  return [Pair(hf + ".weight", google + "/kernel", True, (n_in, n_out)),
-          Pair(hf + ".bias", google + "/bias", False, (n_out,))]
-
-
-def _norm(hf, google, size):
-  return [Pair(hf + ".weight", google + "/gamma", False, (size,)),
-          Pair(hf + ".bias", google + "/beta", False, (size,))]
-
-
-def encoder_pairs(config):
-  """[Pair] of the encoder (HF keys without the "bert." prefix), shapes in Google's orientation."""
-  h, i = config.hidden_size, config.intermediate_size
-  pairs = [
-      Pair("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings", False,
-           (config.vocab_size, h)),
-      Pair("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings", False,
-           (config.max_position_embeddings, h)),
-      Pair("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings",
-           False, (config.type_vocab_size, h)),
-  ]
-  pairs += _norm("embeddings.LayerNorm", "bert/embeddings/LayerNorm", h)
-  for n in range(config.num_hidden_layers):
-    hf, g = "encoder.layer.%d." % n, "bert/encoder/layer_%d/" % n
-    for part in ("query", "key", "value"):
-      pairs += _dense(hf + "attention.self." + part, g + "attention/self/" + part, h, h)
-    pairs += _dense(hf + "attention.output.dense", g + "attention/output/dense", h, h)
-    pairs += _norm(hf + "attention.output.LayerNorm", g + "attention/output/LayerNorm", h)
-    pairs += _dense(hf + "intermediate.dense", g + "intermediate/dense", h, i)
-    pairs += _dense(hf + "output.dense", g + "output/dense", i, h)
-    pairs += _norm(hf + "output.LayerNorm", g + "output/LayerNorm", h)
-  pairs += _dense("pooler.dense", "bert/pooler/dense", h, h)
-  return pairs
-
-
-def head_pairs(config):
-  """{head: [Pair]} for the heads both layouts know; None in a shape is the label count."""
-  h = config.hidden_size
-  mlm = _dense("cls.predictions.transform.dense", "cls/predictions/transform/dense", h, h)
-  mlm += _norm("cls.predictions.transform.LayerNorm", "cls/predictions/transform/LayerNorm", h)
-  mlm.append(Pair("cls.predictions.bias", "cls/predictions/output_bias", False,
-                  (config.vocab_size,)))
-
-  def pooled(hf, google, labels):
-    return [Pair(hf + ".weight", google + "output_weights", False, (labels, h)),
-            Pair(hf + ".bias", google + "output_bias", False, (labels,))]
-
-  return collections.OrderedDict([
-      ("mlm", mlm),
-      ("nsp", pooled("cls.seq_relationship", "cls/seq_relationship/", 2)),
-      ("classifier", pooled("classifier", "", None)),
-      ("squad", pooled("qa_outputs", "cls/squad/", 2)),
-  ])
+def _label_counts(variables, heads, mismatched, shown):
+  """The label count of each head with one (a [labels, H] matrix and its [labels] bias)."""
+  counts = {}
+  for kind in heads:
+    rows = [row for row in names.head_names(kind) if names.LABELS in row.shape]
+    if not rows:
+      continue
+    weights, bias = (variables.get(row.google) for row in rows)
+    if weights is None:
+      continue
+    counts[kind] = int(np.shape(weights)[0])
+    if bias is not None and np.shape(bias)[:1] != np.shape(weights)[:1]:
+      mismatched.append("%s vs %s (label counts differ)" % shown(rows, weights, bias))
+  return counts
 
 
 def _shape_ok(actual, expected):
   return len(actual) == len(expected) and all(
       e is None or a == e for a, e in zip(actual, expected))
+
+
+def _torch_shape(row, config):
+  shape = names.shape_of(row, config)
+  return tuple(reversed(shape)) if row.transpose else shape
+
+
+def _shown(shape):
+  return [d if d is not None else "n" for d in shape]
 
 
 def _names(items, limit=8):
@@ -191,93 +116,6 @@ def _name_problems(missing, unexpected, mismatched, unexpected_label):
 
 
 # ---------------------------------------------------------------------------------------------
-# Configs and activations.
-
-
-def activation_from_hf(name, source):
-  """HF hidden_act -> bert_tf hidden_act; an unknown one is an error naming `source`."""
-  key = name.lower() if isinstance(name, str) else name
-  if key not in _FROM_HF_ACTIVATION:
-    raise UserInputError(
-        "%s: hidden_act %r has no bert_tf equivalent (those that have: %s); this model "
-        "cannot be converted." % (source, name, ", ".join(sorted(_FROM_HF_ACTIVATION))))
-  return _FROM_HF_ACTIVATION[key]
-
-
-def activation_to_hf(name, source="BertConfig"):
-  """bert_tf hidden_act -> HF hidden_act ("gelu" -> "gelu_new", "gelu_exact" -> "gelu")."""
-  key = (name or "").lower()
-  if key not in _TO_HF_ACTIVATION:
-    raise UserInputError("%s: hidden_act %r has no Hugging Face equivalent." % (source, name))
-  return _TO_HF_ACTIVATION[key]
-
-
-def config_from_hf(data, source):
-  """A BertConfig from an HF config.json's dict; what bert_tf cannot compute is an error."""
-  if not isinstance(data, dict):
-    raise UserInputError("%s: expected a JSON object, got %s." % (source, type(data).__name__))
-  model_type = data.get("model_type")
-  if model_type is None and not all(str(a).startswith("Bert")
-                                    for a in data.get("architectures") or []):
-    model_type = "/".join(data["architectures"])
-  if model_type not in (None, "bert"):
-    raise UserInputError("%s is not a BERT config (model_type %r, expected \"bert\"); only "
-                         "BERT checkpoints convert." % (source, model_type))
-  if data.get("is_decoder") or data.get("add_cross_attention"):
-    raise UserInputError("%s is a BERT decoder (is_decoder / add_cross_attention); bert_tf has "
-                         "only the bidirectional encoder." % source)
-  position = data.get("position_embedding_type", "absolute")
-  if position not in (None, "absolute"):
-    raise UserInputError("%s: position_embedding_type %r is not supported; bert_tf has the "
-                         "original's absolute position embeddings." % (source, position))
-  eps = data.get("layer_norm_eps", _LAYER_NORM_EPS)
-  if not isinstance(eps, (int, float)) or abs(eps - _LAYER_NORM_EPS) > 1e-15:
-    raise UserInputError("%s: layer_norm_eps is %r; bert_tf's LayerNorm uses the original's "
-                         "1e-12, so this model cannot be converted." % (source, eps))
-  fields = {name: data.get(name, default) for name, default in _HF_DEFAULTS.items()}
-  fields["hidden_act"] = activation_from_hf(fields["hidden_act"], source)
-  return BertConfig.from_dict(fields, source=source)
-
-
-def config_to_hf(config, architecture="BertModel", num_labels=None):
-  """An HF config.json dict for `config` (transformers' BertConfig field names)."""
-  data = {
-      "architectures": [architecture],
-      "model_type": "bert",
-      "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
-      "hidden_act": activation_to_hf(config.hidden_act),
-      "hidden_dropout_prob": config.hidden_dropout_prob,
-      "hidden_size": config.hidden_size,
-      "initializer_range": config.initializer_range,
-      "intermediate_size": config.intermediate_size,
-      "layer_norm_eps": _LAYER_NORM_EPS,
-      "max_position_embeddings": config.max_position_embeddings,
-      "num_attention_heads": config.num_attention_heads,
-      "num_hidden_layers": config.num_hidden_layers,
-      "pad_token_id": 0,
-      "position_embedding_type": "absolute",
-      "type_vocab_size": config.type_vocab_size,
-      "vocab_size": config.vocab_size,
-  }
-  if num_labels is not None:
-    data["id2label"] = {str(i): "LABEL_%d" % i for i in range(num_labels)}
-    data["label2id"] = {"LABEL_%d" % i: i for i in range(num_labels)}
-  return data
-
-
-def architecture_differences(a, b):
-  """["field: a vs b"] for the fields that change what the network computes."""
-  out = []
-  for name in ARCHITECTURE_FIELDS:
-    x, y = getattr(a, name), getattr(b, name)
-    if name == "hidden_act":
-      x, y = (x or "linear").lower(), (y or "linear").lower()
-    if x != y:
-      out.append("%s %r vs %r" % (name, x, y))
-  return out
-
-
-# ---------------------------------------------------------------------------------------------
 # State dicts.
 
 
@@ -286,70 +124,65 @@ def hf_to_google(state, config, source, architectures=()):
 
   The whole encoder must be there, each head whole or not at all, and every key
   must be known; every problem is reported at once, naming `source`.
-  Returns (variables, heads present).
+  Returns (variables, head kinds present).
   """
   keys = {}
   problems = []
   for key in state:
-    short = key[len(_ENCODER_PREFIX):] if key.startswith(_ENCODER_PREFIX) else key
+    short = key[len(names.HF_ENCODER_PREFIX):] if key.startswith(names.HF_ENCODER_PREFIX) else key
     short = short.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
         "LayerNorm.beta", "LayerNorm.bias")
     if short in keys:
       problems.append("%s and %s are the same weight" % (keys[short], key))
     keys[short] = key
-  used = set()
-  for short in _BUFFERS:
-    if short in keys:
-      used.add(short)
+  used = {short for short in names.HF_BUFFERS if short in keys}
   out = collections.OrderedDict()
   missing, mismatched = [], []
 
-  def take(pair):
-    key = keys[pair.hf]
+  def take(row):
+    key = keys[row.hf]
     value = np.asarray(state[key])
-    if not _shape_ok(value.shape, _torch_shape(pair)):
-      mismatched.append("%s %s (expected %s)" % (key, list(value.shape),
-                                                list(_torch_shape(pair))))
+    expected = _torch_shape(row, config)
+    if not _shape_ok(value.shape, expected):
+      mismatched.append("%s %s (expected %s)" % (key, list(value.shape), _shown(expected)))
     if value.dtype != np.float32 and value.dtype.kind == "f":
       value = value.astype(np.float32)
-    if pair.transpose and value.ndim == 2:
+    if row.transpose and value.ndim == 2:
       value = np.ascontiguousarray(value.T)
-    out[pair.google] = value
-    used.add(pair.hf)
+    out[row.google] = value
+    used.add(row.hf)
 
   # Missing encoder keys are named as this file names the others.
-  prefix = _ENCODER_PREFIX if any(k.startswith(_ENCODER_PREFIX) for k in state) else ""
-  for pair in encoder_pairs(config):
-    if pair.hf in keys:
-      take(pair)
+  prefix = names.HF_ENCODER_PREFIX if any(
+      k.startswith(names.HF_ENCODER_PREFIX) for k in state) else ""
+  for row in names.encoder(config.num_hidden_layers):
+    if row.hf in keys:
+      take(row)
     else:
-      missing.append(prefix + pair.hf)
+      missing.append(prefix + row.hf)
   if len(missing) == 2 and all(m.startswith(prefix + "pooler.") for m in missing):
     problems.append("it has no pooler (pooler.dense.*: saved by a BERT without one, e.g. "
                     "BertForMaskedLM); bert_tf's encoder has the original's pooler")
     missing = []
   heads = []
-  for head, pairs in head_pairs(config).items():
-    present = [p for p in pairs if p.hf in keys]
+  for kind, rows in _head_rows(list(architectures)).items():
+    present = [row for row in rows if row.hf in keys]
     if not present:
       continue
-    if head == "classifier" and any(a in _OTHER_CLASSIFIERS for a in architectures):
+    if kind == "classifier" and any(a in names.HF_OTHER_CLASSIFIERS for a in architectures):
       problems.append("classifier.* belongs to %s, not a sequence classifier like "
                       "run_classifier's head" % "/".join(architectures))
-      used.update(p.hf for p in present)
+      used.update(row.hf for row in present)
       continue
-    heads.append(head)
-    for pair in pairs:
-      if pair.hf in keys:
-        take(pair)
+    heads.append(kind)
+    for row in rows:
+      if row.hf in keys:
+        take(row)
       else:
-        missing.append(pair.hf)
-  if "classifier" in heads:
-    w, b = out["output_weights"], out["output_bias"]
-    if w.shape[:1] != b.shape:
-      mismatched.append("classifier.weight %s vs classifier.bias %s (label counts differ)" %
-                        (list(w.shape), list(b.shape)))
-  for short, tied_to in _TIED.items():
+        missing.append(row.hf)
+  _label_counts(out, heads, mismatched, lambda rows, w, b: (
+      "%s %s" % (rows[0].hf, list(np.shape(w))), "%s %s" % (rows[1].hf, list(np.shape(b)))))
+  for short, tied_to in names.HF_TIED.items():
     if short not in keys:
       continue
     used.add(short)
@@ -368,49 +201,38 @@ def hf_to_google(state, config, source, architectures=()):
   return out, heads
 
 
-def _torch_shape(pair):
-  return tuple(reversed(pair.shape)) if pair.transpose else pair.shape
-
-
 def google_to_hf(variables, config, source):
   """Google name -> array (weights only) -> (HF state dict, architecture, num_labels).
 
   Encoder keys carry the "bert." prefix when a head is written, as transformers
   saves them; every variable must be in the contract and have its shape.
   """
-  names = set(variables)
-  out_pairs, missing, mismatched, problems = [], [], [], []
-  for pair in encoder_pairs(config):
-    if pair.google in names:
-      out_pairs.append(pair)
-    else:
-      missing.append(pair.google)
+  present = set(variables)
+  rows, missing, mismatched, problems = [], [], [], []
+  encoder_rows = names.encoder(config.num_hidden_layers)
+  parts = [encoder_rows]
   heads = []
-  for head, pairs in head_pairs(config).items():
-    present = [p for p in pairs if p.google in names]
-    if not present:
-      continue
-    heads.append(head)
-    for pair in pairs:
-      if pair.google in names:
-        out_pairs.append(pair)
+  for kind, head_rows in _head_rows().items():
+    if any(row.google in present for row in head_rows):
+      heads.append(kind)
+      parts.append(head_rows)
+  for part in parts:
+    for row in part:
+      if row.google in present:
+        rows.append(row)
       else:
-        missing.append(pair.google)
-  known = {p.google for p in out_pairs}
-  unexpected = sorted(names - known)
-  for pair in out_pairs:
-    shape = tuple(np.shape(variables[pair.google]))
-    if not _shape_ok(shape, pair.shape):
-      mismatched.append("%s %s (expected %s)" % (pair.google, list(shape),
-                                                list(p or "n" for p in pair.shape)))
-  num_labels = None
-  if "classifier" in heads and "output_weights" in names:
-    num_labels = int(np.shape(variables["output_weights"])[0])
-    if "output_bias" in names and tuple(np.shape(variables["output_bias"])) != (num_labels,):
-      mismatched.append("output_bias %s vs output_weights %s (label counts differ)" %
-                        (list(np.shape(variables["output_bias"])), [num_labels,
-                                                                     config.hidden_size]))
-  architecture = _ARCHITECTURES.get(tuple(heads))
+        missing.append(row.google)
+  unexpected = sorted(present - {row.google for row in rows})
+  for row in rows:
+    shape = tuple(np.shape(variables[row.google]))
+    expected = names.shape_of(row, config)
+    if not _shape_ok(shape, expected):
+      mismatched.append("%s %s (expected %s)" % (row.google, list(shape), _shown(expected)))
+  counts = _label_counts(variables, heads, mismatched, lambda rows, w, b: (
+      "%s %s" % (rows[1].google, list(np.shape(b))),
+      "%s %s" % (rows[0].google, list(np.shape(w)))))
+  num_labels = next(iter(counts.values()), None)
+  architecture = names.hf_architecture(heads)
   if architecture is None:
     problems.append("no Hugging Face BERT class has these heads together: %s" % ", ".join(heads))
   problems.extend(_name_problems(missing, unexpected, mismatched,
@@ -419,14 +241,14 @@ def google_to_hf(variables, config, source):
     raise UserInputError("Checkpoint %s cannot be converted with its BERT config: %s. Check "
                          "that the bert_config.json belongs to this checkpoint." %
                          (source, "; ".join(problems)))
-  prefix = _ENCODER_PREFIX if heads else ""
-  encoder = {p.google for p in encoder_pairs(config)}
+  prefix = names.HF_ENCODER_PREFIX if heads else ""
+  encoder = {row.google for row in encoder_rows}
   state = collections.OrderedDict()
-  for pair in out_pairs:
-    value = np.asarray(variables[pair.google])
-    if pair.transpose:
+  for row in rows:
+    value = np.asarray(variables[row.google])
+    if row.transpose:
       value = value.T
-    key = (prefix + pair.hf) if pair.google in encoder else pair.hf
+    key = (prefix + row.hf) if row.google in encoder else row.hf
     state[key] = np.ascontiguousarray(value)
   return state, architecture, num_labels
 
@@ -506,6 +328,19 @@ def save_safetensors(state, path):
   os.chmod(path, 0o666 & ~umask)  # the library creates it private (0600)
 
 
+def _shard_path(folder, shard, index):
+  """A shard named by the index, which must be a file name inside the folder."""
+  if not isinstance(shard, str) or not shard:
+    raise UserInputError("Safetensors index %s names a shard %r that is not a file name." %
+                         (index, shard))
+  root = os.path.realpath(folder)
+  path = os.path.realpath(os.path.join(folder, shard))
+  if os.path.commonpath([root, path]) != root:
+    raise UserInputError("Safetensors index %s names shard %r outside its folder; shards must "
+                         "lie in %s." % (index, shard, folder))
+  return path
+
+
 def load_hf_state(folder):
   """The folder's weights: model.safetensors, or the shards its index names."""
   single = os.path.join(folder, WEIGHTS_NAME)
@@ -518,7 +353,7 @@ def load_hf_state(folder):
       raise UserInputError("Safetensors index %s has no weight_map." % index)
     state = {}
     for shard in sorted(set(weight_map.values())):
-      state.update(load_safetensors(os.path.join(folder, shard)))
+      state.update(load_safetensors(_shard_path(folder, shard, index)))
     return state, index
   others = [n for n in ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack")
             if os.path.exists(os.path.join(folder, n))]
@@ -544,7 +379,7 @@ def read_hf_folder(folder):
     raise UserInputError("%s is a folder in Google's layout (bert_config.json / bert_model.ckpt),"
                          " not a Hugging Face one; convert it with --to=hf." % folder)
   data = read_json(config_file, "Hugging Face config")
-  config = config_from_hf(data, config_file)
+  config = BertConfig.from_hf_dict(data, config_file)
   config.source_file = config_file
   state, weights_file = load_hf_state(folder)
   variables, heads = hf_to_google(state, config, weights_file,
@@ -578,7 +413,7 @@ def write_json(path, data):
     f.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def _write_bytes_copy(src, dst):
+def copy_file(src, dst):
   with open(src, "rb") as f, open(dst, "wb") as g:
     g.write(f.read())
 
@@ -592,93 +427,8 @@ def write_hf_folder(folder, variables, config, vocab_file, do_lower_case, strip_
   state, architecture, num_labels = google_to_hf(variables, config, source)
   os.makedirs(folder, exist_ok=True)
   save_safetensors(state, os.path.join(folder, WEIGHTS_NAME))
-  write_json(os.path.join(folder, CONFIG_NAME), config_to_hf(config, architecture, num_labels))
+  write_json(os.path.join(folder, CONFIG_NAME), config.to_hf_dict(architecture, num_labels))
   write_json(os.path.join(folder, TOKENIZER_CONFIG_NAME),
              tokenizer_config(do_lower_case, strip_accents, config.max_position_embeddings))
-  _write_bytes_copy(vocab_file, os.path.join(folder, VOCAB_NAME))
+  copy_file(vocab_file, os.path.join(folder, VOCAB_NAME))
   return state, architecture
-
-
-# ---------------------------------------------------------------------------------------------
-# Whole conversions (convert_checkpoint.py). Google's files are read and written by
-# bert_tf/checkpoints.py, imported here only when needed (it imports this module).
-
-
-def _check_output_dir(path, input_path):
-  if os.path.abspath(path) == os.path.abspath(os.fspath(input_path).rstrip("/")):
-    raise UserInputError("--output_dir is the input folder %s; write the conversion elsewhere."
-                         % input_path)
-  if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
-    raise UserInputError("--output_dir %s exists and is not an empty folder; choose a new one."
-                         % path)
-
-
-def _checked_vocab(vocab_file, config, config_file):
-  from bert_tf import tokenization
-  if not os.path.isfile(vocab_file):
-    raise UserInputError("Vocab file %s does not exist; pass --vocab_file=PATH/vocab.txt." %
-                         vocab_file)
-  vocab = tokenization.load_vocab(vocab_file)
-  if len(vocab) > config.vocab_size:
-    raise UserInputError("Vocab file %s has %d tokens but vocab_size=%d in %s; pass the vocab "
-                         "that belongs to the checkpoint with --vocab_file." %
-                         (vocab_file, len(vocab), config.vocab_size, config_file))
-  return vocab
-
-
-def guess_do_lower_case(checkpoint, vocab):
-  """A Google release's casing when its folder name is known, else the vocab's."""
-  from bert_tf import tokenization
-  for lower in (True, False):
-    try:
-      tokenization.validate_case_matches_checkpoint(lower, checkpoint)
-    except ValueError:
-      return not lower
-  words = (t for t in vocab if not (t.startswith("[") and t.endswith("]")))
-  return not any(t != t.lower() for t in words)
-
-
-def convert_to_google(hf_folder, output_dir, vocab_file=None):
-  """HF folder -> output_dir/{bert_config.json, vocab.txt, bert_model.ckpt.*}.
-
-  Returns (checkpoint prefix, HFCheckpoint).
-  """
-  from bert_tf import checkpoints
-  hf_folder, output_dir = os.fspath(hf_folder), os.fspath(output_dir)
-  _check_output_dir(output_dir, hf_folder)
-  hf = read_hf_folder(hf_folder)
-  vocab_file = vocab_file or os.path.join(hf_folder, VOCAB_NAME)
-  _checked_vocab(vocab_file, hf.config, hf.config_file)
-  os.makedirs(output_dir, exist_ok=True)
-  with open(os.path.join(output_dir, "bert_config.json"), "w", encoding="utf-8") as f:
-    f.write(hf.config.to_json_string())
-  _write_bytes_copy(vocab_file, os.path.join(output_dir, "vocab.txt"))
-  prefix = checkpoints.save_checkpoint(os.path.join(output_dir, "bert_model.ckpt"),
-                                       extra=hf.variables)
-  return prefix, hf
-
-
-def convert_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
-                  do_lower_case=None, strip_accents=None):
-  """Google-layout checkpoint -> HF folder in output_dir.
-
-  bert_config_file and vocab_file default to the files beside the checkpoint;
-  do_lower_case to `guess_do_lower_case`. Returns (architecture, do_lower_case).
-  """
-  from bert_tf import checkpoints
-  output_dir = os.fspath(output_dir)
-  _check_output_dir(output_dir, checkpoint)
-  prefix, variables = checkpoints.read_variables(checkpoint)
-  folder = os.path.dirname(prefix)
-  config_file = bert_config_file or os.path.join(folder, "bert_config.json")
-  if not os.path.isfile(config_file):
-    raise UserInputError("BERT config file %s does not exist; pass --bert_config_file=PATH/"
-                         "bert_config.json for checkpoint %s." % (config_file, prefix))
-  config = BertConfig.from_json_file(config_file)
-  vocab_file = vocab_file or os.path.join(folder, VOCAB_NAME)
-  vocab = _checked_vocab(vocab_file, config, config_file)
-  if do_lower_case is None:
-    do_lower_case = guess_do_lower_case(prefix, vocab)
-  _, architecture = write_hf_folder(output_dir, variables, config, vocab_file, do_lower_case,
-                                    strip_accents, source=prefix)
-  return architecture, do_lower_case

@@ -19,15 +19,49 @@ import google_crc32c
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import example_codec
 from bert_tf.errors import UserInputError
+
+
+# The encoder's three inputs as every task's records hold them, under the original's names
+# (MODEL_INPUT_NAMES renames them for the models).
+ENCODER_FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+
+def encoder_features(length):
+  """The record layout of the three encoder inputs: name -> (length, int64), in file order.
+
+  Every task's feature spec starts from this (SQuAD puts unique_ids first), and its
+  encoder writes through `encode_record` with that spec, so the two cannot disagree.
+  """
+  return {name: (length, tf.int64) for name in ENCODER_FEATURES}
+
+
+def encode_record(spec, values):
+  """Serialized tf.train.Example of `values` ({name: list}) in the layout `spec` declares.
+
+  Features are written in the spec's order, as int64 or float lists by its dtype, and
+  each must have the spec's length: a record that the reader would reject (or, worse,
+  read with another type) fails here, while it is written.
+  """
+  if len(values) != len(spec) or not all(name in values for name in spec):
+    raise ValueError("Record features %s do not match the layout %s." %
+                     (sorted(values), list(spec)))
+  entries = []
+  for name, (length, dtype) in spec.items():
+    value = values[name]
+    if len(value) != length:
+      raise ValueError("Record feature %s has %d values; the layout declares %d." %
+                       (name, len(value), length))
+    encode = example_codec.float_feature if dtype == tf.float32 else example_codec.int64_feature
+    entries.append((name, encode(value)))
+  return example_codec.encode_example(entries)
 
 
 def pretraining_features(max_seq_length, max_predictions_per_seq):
   """The 7 features create_pretraining_data writes: name -> (length, dtype)."""
   return {
-      "input_ids": (max_seq_length, tf.int64),
-      "input_mask": (max_seq_length, tf.int64),
-      "segment_ids": (max_seq_length, tf.int64),
+      **encoder_features(max_seq_length),
       "masked_lm_positions": (max_predictions_per_seq, tf.int64),
       "masked_lm_ids": (max_predictions_per_seq, tf.int64),
       "masked_lm_weights": (max_predictions_per_seq, tf.float32),

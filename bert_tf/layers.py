@@ -85,6 +85,14 @@ def attention_bias_from_mask(input_mask, dtype="float32"):
   return (1.0 - mask) * -10000.0
 
 
+def causal_attention_bias(seq_length):
+  """[1, 1, S, S] additive bias: -10000 where a key comes after its query (a left-to-right
+  model), with the padding mask's value, so both masks are alike."""
+  positions = ops.arange(seq_length)
+  future = ops.cast(positions[None, :] > positions[:, None], "float32")
+  return (future * -10000.0)[None, None]
+
+
 @serializable
 class BertEmbeddings(ConfiguredLayer):
   """word + token-type + position embeddings, then LayerNorm and dropout."""
@@ -168,6 +176,8 @@ class SelfAttention(ConfiguredLayer):
     scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, S, S]
     scores = scores * ops.cast(1.0 / math.sqrt(self.config.head_size), scores.dtype)
     scores = ops.cast(scores, "float32") + attention_bias_from_mask(input_mask)
+    if self.config.causal_attention:
+      scores = scores + causal_attention_bias(ops.shape(scores)[-1])
     probs = ops.cast(ops.softmax(scores, axis=-1), q.dtype)
     probs = self.dropout(probs, training=training)
     context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
@@ -217,7 +227,13 @@ class TransformerBlock(ConfiguredLayer):
 
 @serializable
 class Pooler(ConfiguredLayer):
-  """tanh dense layer on the first ([CLS]) token: pooler/dense/{kernel,bias}."""
+  """tanh dense layer on the first ([CLS]) token: pooler/dense/{kernel,bias}.
+
+  A left-to-right model (causal_attention) reads the last real token instead: its [CLS]
+  attends only to itself, so it would pool the same vector for every input. The paper
+  does not say how its LTR model classified; the last token is what left-to-right
+  models (OpenAI GPT) use.
+  """
 
   def __init__(self, config, **kwargs):
     super().__init__(config, **kwargs)
@@ -228,6 +244,10 @@ class Pooler(ConfiguredLayer):
     self.dense.build((None, self.config.hidden_size))
     self.built = True
 
-  def call(self, sequence_output):
-    """[B, S, H] -> [B, H]."""
+  def call(self, sequence_output, input_mask=None):
+    """[B, S, H] (and [B, S] 0/1 mask, read only by a causal model) -> [B, H]."""
+    if self.config.causal_attention and input_mask is not None:
+      last = ops.maximum(ops.sum(ops.cast(input_mask, "int32"), axis=1) - 1, 0)
+      token = ops.take_along_axis(sequence_output, last[:, None, None], axis=1)[:, 0, :]
+      return self.dense(token)
     return self.dense(sequence_output[:, 0, :])

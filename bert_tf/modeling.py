@@ -17,7 +17,7 @@ survives `model.save("x.keras")` / `keras.saving.load_model`.
 import keras
 from keras import ops
 
-from bert_tf import layers
+from bert_tf import layers, names
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 
@@ -102,6 +102,10 @@ class BertModel(keras.Model):
       config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
     return cls(**config)
 
+  def checkpoint_variables(self):
+    """Google name -> variable for every weight (bert_tf/names.py's encoder rows)."""
+    return names.variables_of(self, names.encoder(self.config.num_hidden_layers))
+
   def get_embedding_table(self):
     """The [vocab_size, H] word embeddings, shared with the masked-LM head."""
     return self.embeddings.word_embeddings
@@ -136,7 +140,7 @@ class BertModel(keras.Model):
       encoder_outputs.append(hidden)
     return {
         "sequence_output": hidden,
-        "pooled_output": ops.cast(self.pooler(hidden), "float32"),
+        "pooled_output": ops.cast(self.pooler(hidden, input_mask), "float32"),
         "encoder_outputs": encoder_outputs,
         "embedding_output": embedding_output,
     }

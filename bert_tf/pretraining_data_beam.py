@@ -40,6 +40,8 @@ class Settings:
   masked_lm_prob: float = 0.15
   short_seq_prob: float = 0.1
   do_whole_word_mask: bool = False
+  mask_token_prob: float = pretraining_data.MASK_TOKEN_PROB
+  random_token_prob: float = pretraining_data.RANDOM_TOKEN_PROB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +117,8 @@ class CreateFileExamples(beam.DoFn):
     for record in pretraining_data.file_examples(
         input_file.path, self.tokenizer, s.random_seed + input_file.index, s.max_seq_length,
         s.dupe_factor, s.short_seq_prob, s.masked_lm_prob, s.max_predictions_per_seq,
-        s.do_whole_word_mask, opener=open_input):
+        s.do_whole_word_mask, opener=open_input, mask_token_prob=s.mask_token_prob,
+        random_token_prob=s.random_token_prob):
       count += 1
       yield record
     self.records.inc(count)

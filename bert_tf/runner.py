@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import cli, distribution, tokenization, training
+from bert_tf import cli, distribution, run_lock, tokenization, training
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError, io_reason
 
@@ -141,15 +141,16 @@ def prepare(values, required, min_seq_length=3):
   if _value(values, "init_checkpoint"):
     _check_init_checkpoint(values.init_checkpoint)
   make_output_dir(values.output_dir)
+  run_lock.acquire(values.output_dir, distribution.worker_name(strategy))
   keras.utils.set_random_seed(values.shuffle_seed)  # weight init and dropout; after device setup
   return Run(config, strategy, tokenizer)
 
 
 def _check_init_checkpoint(path):
-  """A missing --init_checkpoint stops here, not after the feature files are written."""
-  from bert_tf import checkpoints, hf_checkpoints
-  if not hf_checkpoints.is_hf_folder(path):
-    checkpoints.resolve_checkpoint_path(path)
+  """A missing or damaged --init_checkpoint stops here, not after the feature files are
+  written."""
+  from bert_tf import checkpoints
+  checkpoints.check_source(path)
 
 
 def make_output_dir(path, flag="--output_dir"):

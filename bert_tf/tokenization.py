@@ -263,18 +263,18 @@ class BasicTokenizer:
     """Each punctuation character becomes its own token."""
     if text.isascii():
       return _ASCII_PUNCTUATION_SPLIT.findall(text)
+    # Slices, not `output[-1] += char`: that copies the word per character, quadratic
+    # in a long word (a line of Japanese or Thai without spaces is one word).
     output = []
-    start_new_word = True
-    for char in text:
+    start = 0
+    for i, char in enumerate(text):
       if _PUNCTUATION[ord(char)]:
+        if start < i:
+          output.append(text[start:i])
         output.append(char)
-        start_new_word = True
-      else:
-        if start_new_word:
-          output.append(char)
-        else:
-          output[-1] += char
-        start_new_word = False
+        start = i + 1
+    if start < len(text):
+      output.append(text[start:])
     return output
 
   def _tokenize_chinese_chars(self, text):

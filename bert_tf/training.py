@@ -13,16 +13,15 @@ times larger, not an average of N separately normalised losses.
 Under float16 a dynamic loss scale is applied (doubling after 2000 finite steps,
 halving and skipping the update on an overflow); bfloat16 and float32 need none.
 
-`Trainer` adds the rest: checkpoints with exact resume (model, optimizer slots,
-step, input position, dropout seed states), stopping cleanly on SIGTERM/SIGINT
-(preemption), Google-layout exports, TensorBoard summaries, progress and eval.
+`Trainer` adds the rest: the model and optimizer, the loop with progress and
+TensorBoard summaries, evaluation and prediction. Checkpoints and exact resume are
+bert_tf/checkpoint_keeper.py's; stopping cleanly on a signal, bert_tf/preemption.py's.
 """
 
 import contextlib
 import math
 import os
 import signal
-import threading
 import time
 
 from absl import logging
@@ -30,7 +29,9 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import checkpoints
-from bert_tf.errors import Preempted, UserInputError, io_reason
+from bert_tf import preemption as preemption_lib
+from bert_tf.checkpoint_keeper import CheckpointKeeper
+from bert_tf.errors import Preempted, UserInputError
 from bert_tf.progress import Progress
 
 _LOSS_SCALE_PERIOD = 2000
@@ -185,72 +186,34 @@ class TrainStep:
     return tf.constant(False)
 
 
-class StopOnSignals:
-  """Turns the first SIGTERM or SIGINT into a request to stop after the current step.
-
-  Python runs signal handlers between TensorFlow calls, so the step in flight
-  always finishes. A second signal restores the previous handler and re-sends
-  itself: Ctrl-C twice stops at once.
-  """
-
-  SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-  def __init__(self):
-    self.received = None
-    self._previous = {}
-
-  def __enter__(self):
-    if threading.current_thread() is threading.main_thread():
-      for signum in self.SIGNALS:
-        self._previous[signum] = signal.signal(signum, self._handle)
-    return self
-
-  def __exit__(self, *unused):
-    for signum, handler in self._previous.items():
-      signal.signal(signum, handler)
-    self._previous = {}
-
-  def _handle(self, signum, unused_frame):
-    if self.received is not None:
-      signal.signal(signum, self._previous.pop(signum))
-      signal.raise_signal(signum)
-      return
-    self.received = signum
-    logging.warning("Received %s: finishing this step, saving the training state, then "
-                    "stopping (send it again to stop at once).", signal.Signals(signum).name)
-
-
 class Trainer:
   """Runs a task's training and evaluation with checkpoints, resume, exports and summaries.
 
-  Layout of `output_dir`:
-    training_state/ckpt-N   everything needed to resume (weights, optimizer slots,
-                            step, loss scale, input position); the last 3 are kept
-    model.ckpt-N            the same weights in Google's layout (with adam_m/adam_v
-                            and global_step, like the original's checkpoints), plus a
-                            `checkpoint` state file so tf.train.latest_checkpoint works
-    events.out.tfevents.*   TensorBoard: loss, learning rate, gradient norm, steps/s
+  What goes into `output_dir` and how a run resumes is bert_tf/checkpoint_keeper.py's;
+  TensorBoard event files (loss, learning rate, gradient norm, steps/s) are written here.
+  `settings` (what shapes the state and the data) is stored with the training state
+  and compared on resume.
   """
 
   def __init__(self, strategy, task, output_dir, make_optimizer, init_checkpoint=None,
                accumulation_steps=1, loss_scale=False, jit_compile=False, max_to_keep=3,
-               worker=""):
+               worker="", settings=None):
     self.strategy = strategy
     self.task = task
     self.output_dir = output_dir
     self.chief = not worker
+    self.worker = worker
     tf.io.gfile.makedirs(output_dir)
     with strategy.scope():
       self.model = task.create_model()
-      self.variable_names = checkpoints.variable_map(self.model.encoder, self.model.heads)
+      self.variable_names = checkpoints.variable_map_of(self.model)
       self.optimizer = make_optimizer(self.variable_names)
       self.loss_scale = DynamicLossScale() if loss_scale else None
     self.train_step = TrainStep(strategy, task, self.model, self.optimizer, accumulation_steps,
                                 loss_scale=self.loss_scale, jit_compile=jit_compile)
     self.init_checkpoint = init_checkpoint
     self.max_to_keep = max_to_keep
-    # Every worker saves (the save is collective); each into its own folder.
-    self._state_dir = os.path.join(output_dir, "training_state" + ("_" + worker if worker else ""))
+    self.settings = settings
 
   @property
   def step(self):
@@ -262,29 +225,32 @@ class Trainer:
     weights = {id(v) for v in self.model.weights}
     return [v for v in self.model.variables if id(v) not in weights]
 
-  def _checkpoint(self, iterator):
+  def _keeper(self, iterator):
     items = {"model": self.model, "optimizer": self.optimizer, "seeds": self._seed_states()}
     if iterator is not None:
       items["input"] = iterator
     if self.loss_scale is not None:
       items["loss_scale"] = self.loss_scale
-    return tf.train.Checkpoint(**items)
+    return CheckpointKeeper(self.output_dir, tf.train.Checkpoint(**items),
+                            lambda prefix, step: self.export_google_checkpoint(prefix),
+                            self.worker, self.settings, self.max_to_keep)
 
   def restore_or_initialize(self, iterator=None):
-    """Resumes from output_dir if it holds a training state, else loads init_checkpoint."""
-    checkpoint = self._checkpoint(iterator)
-    latest = tf.train.latest_checkpoint(self._state_dir)
+    """Resumes from output_dir if it holds a training state, else loads init_checkpoint.
+
+    Returns the CheckpointKeeper of the run."""
+    keeper = self._keeper(iterator)
+    latest = keeper.restore_latest()
     if latest:
-      checkpoint.restore(latest).assert_existing_objects_matched()
       logging.info("Resumed from %s at step %d", latest, self.step)
-      return checkpoint
+      return keeper
     if self.init_checkpoint:
-      report = checkpoints.load_checkpoint(self.init_checkpoint, self.model.encoder,
-                                           self.model.heads)
+      report = checkpoints.load_groups(self.init_checkpoint, self.model.checkpoint_groups(),
+                                       config=self.model.config)
       logging.info("Initialized %d variables from %s%s", len(report.loaded), report.checkpoint,
                    "; heads left as initialized: %s" % ", ".join(report.skipped_heads)
                    if report.skipped_heads else "")
-    return checkpoint
+    return keeper
 
   def export_google_checkpoint(self, prefix, with_optimizer_slots=True):
     """Writes the weights (and adam_m/adam_v, global_step) under Google's names."""
@@ -293,61 +259,13 @@ class Trainer:
       for name, variable in self.variable_names.items():
         m, v = self.optimizer.slot_variables(variable)
         extra[name + "/adam_m"], extra[name + "/adam_v"] = m, v
-    return checkpoints.save_checkpoint(prefix, self.model.encoder, self.model.heads,
-                                       global_step=self.step, extra=extra)
-
-  def _save(self, manager):
-    """Saves the training state and the Google-layout checkpoint of this step.
-
-    A failed save (a full disk, a lost file system) removes its partial files and stops with
-    one message; the previous complete checkpoint stays what a rerun resumes from.
-    """
-    try:
-      self._save_files(manager)
-    except (tf.errors.OpError, OSError) as e:
-      self._remove_partial_save()
-      previous = manager.latest_checkpoint
-      raise UserInputError(
-          "Saving the checkpoint of step %d in %s failed: %s. %s; free space or fix the folder, "
-          "then run the same command again." %
-          (self.step, self.output_dir, io_reason(e),
-           "The run will resume from %s" % previous if previous
-           else "No earlier checkpoint exists, so the run will start over")) from None
-
-  def _remove_partial_save(self):
-    step = self.step
-    partial = tf.io.gfile.glob(os.path.join(self._state_dir, "ckpt-%d_temp" % step))
-    partial += tf.io.gfile.glob(os.path.join(self.output_dir, "model.ckpt-%d.tmp-*" % step))
-    if not tf.io.gfile.exists(os.path.join(self.output_dir, "model.ckpt-%d.index" % step)):
-      partial += tf.io.gfile.glob(os.path.join(self.output_dir, "model.ckpt-%d.data-*" % step))
-    for path in partial:
-      try:
-        if tf.io.gfile.isdir(path):
-          tf.io.gfile.rmtree(path)
-        else:
-          tf.io.gfile.remove(path)
-      except tf.errors.OpError:
-        logging.warning("Could not remove the partial file %s", path)
-
-  def _save_files(self, manager):
-    manager.save(checkpoint_number=self.step)
-    if not self.chief:
-      return
-    prefix = os.path.join(self.output_dir, "model.ckpt-%d" % self.step)
-    self.export_google_checkpoint(prefix)
-    kept = sorted(tf.io.gfile.glob(os.path.join(self.output_dir, "model.ckpt-*.index")),
-                  key=lambda p: int(p.rsplit("-", 1)[1].split(".")[0]))
-    for old in kept[:-self.max_to_keep]:
-      for path in tf.io.gfile.glob(old[:-len(".index")] + ".*"):
-        tf.io.gfile.remove(path)
-    names = [os.path.basename(p[:-len(".index")]) for p in kept[-self.max_to_keep:]]
-    write_checkpoint_state(self.output_dir, names)
+    return checkpoints.save_checkpoint(prefix, global_step=self.step,
+                                       extra={**self.variable_names, **extra})
 
   def train(self, dataset, num_train_steps, save_checkpoints_steps, log_steps=100):
     """Trains to `num_train_steps` optimizer steps, resuming where a previous run stopped."""
     iterator = iter(dataset)
-    checkpoint = self.restore_or_initialize(iterator)
-    manager = tf.train.CheckpointManager(checkpoint, self._state_dir, self.max_to_keep)
+    keeper = self.restore_or_initialize(iterator)
     writer = (tf.summary.create_file_writer(self.output_dir) if self.chief
               else tf.summary.create_noop_writer())
     start_step = self.step
@@ -357,8 +275,8 @@ class Trainer:
       return {}
     progress = Progress(num_train_steps, "steps", "train", initial=start_step)
     metrics, last_log, last_time = {}, start_step, time.monotonic()
-    preemption = self._preemption_handler(manager)
-    stop = StopOnSignals() if preemption is None else contextlib.nullcontext()
+    preemption = preemption_lib.cluster_handler(self.strategy, keeper.manager, self._preempted)
+    stop = preemption_lib.StopOnSignals() if preemption is None else contextlib.nullcontext()
     with writer.as_default(), stop:
       while self.step < num_train_steps:
         try:
@@ -385,32 +303,18 @@ class Trainer:
         if preemption is not None:
           preemption.save_checkpoint_if_preempted(checkpoint_number=step)
         elif stop.received is not None:
-          self._save(manager)
-          raise Preempted(stop.received, step, self._state_dir)
+          keeper.save(step)
+          raise Preempted(stop.received, step, keeper.state_dir)
         if step % save_checkpoints_steps == 0 and step < num_train_steps:
-          self._save(manager)
-      self._save(manager)
+          keeper.save(step)
+      keeper.save(self.step)
     writer.flush()
     return {k: float(v) for k, v in metrics.items()}
 
-  def _preemption_handler(self, manager):
-    """TensorFlow's own PreemptionCheckpointHandler under multi-worker and TPU strategies.
-
-    There a SIGTERM on one worker must make every worker save at the same step,
-    which the handler agrees through the cluster's coordination service. Single
-    host strategies use StopOnSignals instead (it also handles SIGINT and writes
-    the Google-layout export).
-    """
-    if not isinstance(self.strategy, (tf.distribute.MultiWorkerMirroredStrategy,
-                                      tf.distribute.TPUStrategy)):
-      return None
-
-    def stop():
-      raise Preempted(signal.SIGTERM, self.step, self._state_dir)
-
-    return tf.distribute.experimental.PreemptionCheckpointHandler(
-        self.strategy.cluster_resolver, manager,
-        termination_config=tf.distribute.experimental.TerminationConfig(exit_fn=stop))
+  def _preempted(self):
+    raise Preempted(signal.SIGTERM, self.step,
+                    os.path.join(self.output_dir, "training_state" +
+                                 ("_" + self.worker if self.worker else "")))
 
   def evaluate(self, dataset, max_steps=None, with_predictions=False):
     """Metrics as ratios of summed (sum, count) pairs, plus `loss` and `global_step`.
@@ -477,16 +381,6 @@ def _concatenate(batches):
   if not batches or not batches[0]:
     return {}
   return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
-
-
-def write_checkpoint_state(folder, names):
-  """The `checkpoint` state file TF1 tools read (tf.train.latest_checkpoint), atomically."""
-  text = 'model_checkpoint_path: "%s"\n' % names[-1]
-  text += "".join('all_model_checkpoint_paths: "%s"\n' % n for n in names)
-  tmp = os.path.join(folder, "checkpoint.tmp")
-  with tf.io.gfile.GFile(tmp, "w") as f:
-    f.write(text)
-  tf.io.gfile.rename(tmp, os.path.join(folder, "checkpoint"), overwrite=True)
 
 
 def write_results(path, results):

@@ -82,8 +82,8 @@ def test_swag_scores_cut_per_choice_equal_the_full_length_ones():
   rng = np.random.default_rng(3)
   lengths = rng.integers(3, 20, (2, swag.NUM_CHOICES))
   mask = (np.arange(32)[None, None, :] < lengths[:, :, None]).astype(np.int32)
-  features = {"input_word_ids": (rng.integers(1000, 2000, mask.shape) * mask).reshape(2, -1),
-              "input_mask": mask.reshape(2, -1), "input_type_ids": np.zeros((2, 128), np.int32)}
+  features = {"input_word_ids": rng.integers(1000, 2000, mask.shape) * mask,
+              "input_mask": mask, "input_type_ids": np.zeros(mask.shape, np.int32)}
   fixed = swag.MultipleChoiceModel(tiny_config())
   cut = swag.MultipleChoiceModel(tiny_config(), dynamic_length=True)
   cut.set_weights(fixed.get_weights())

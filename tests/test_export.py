@@ -11,7 +11,7 @@ import tensorflow as tf
 from bert_tf import checkpoints, export, packing, tokenization
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
-from bert_tf.tasks.classifier_export import export_classifier
+from bert_tf.tasks.glue.export import export_classifier
 from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
 from helpers import call_concurrently, run_isolated, run_saved_model_cli, run_serving_script
 

@@ -14,7 +14,8 @@ import tensorflow as tf
 
 from bert_tf import checkpoints, export, tokenization
 from bert_tf.errors import UserInputError
-from bert_tf.tasks import squad, squad_export
+from bert_tf.tasks import squad
+from bert_tf.tasks.squad import export as squad_export
 from bert_tf.text import BertTextTokenizer
 from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
 from helpers import call_concurrently, run_saved_model_cli, run_serving_script

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from bert_tf import checkpoints, heads, hf_checkpoints
+from bert_tf import checkpoints, conversion, heads, hf_checkpoints
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
@@ -217,13 +217,13 @@ def test_hf_to_google_to_hf_is_bit_exact(tmp_path, heads_, architecture):
   config = dict(HF_CONFIG, architectures=[architecture])
   source = write_hf_folder(tmp_path / "hf", state, config,
                            tokenizer={"do_lower_case": True, "strip_accents": None})
-  prefix, hf = hf_checkpoints.convert_to_google(source, tmp_path / "google")
+  prefix, hf = conversion.convert_to_google(source, tmp_path / "google")
   assert sorted(os.listdir(tmp_path / "google")) == [
       "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
       "vocab.txt"]
   written = json.loads((tmp_path / "google" / "bert_config.json").read_text())
   assert written["hidden_act"] == "gelu_exact" and written["intermediate_size"] == 48
-  architecture_out, lower = hf_checkpoints.convert_to_hf(prefix, tmp_path / "back")
+  architecture_out, lower = conversion.convert_to_hf(prefix, tmp_path / "back")
   assert architecture_out == architecture and lower is True
   back = safetensors.numpy.load_file(str(tmp_path / "back" / "model.safetensors"))
   assert sorted(back) == sorted(state)
@@ -243,7 +243,7 @@ def test_hf_to_google_to_hf_is_bit_exact(tmp_path, heads_, architecture):
 
 
 def test_google_to_hf_to_google_is_bit_exact(release_dir, tmp_path):
-  architecture, lower = hf_checkpoints.convert_to_hf(release_dir / "bert_model.ckpt",
+  architecture, lower = conversion.convert_to_hf(release_dir / "bert_model.ckpt",
                                                      tmp_path / "hf")
   assert architecture == "BertForPreTraining"
   assert lower is True  # uncased_L-2_H-32_A-4: the release-name rule says uncased
@@ -253,7 +253,7 @@ def test_google_to_hf_to_google_is_bit_exact(release_dir, tmp_path):
   assert sorted(state) == sorted(hf_shapes(dict(HF_CONFIG, intermediate_size=64,
                                                 max_position_embeddings=64)))
   assert "cls.predictions.decoder.weight" not in state  # tied, as transformers saves it
-  prefix, _ = hf_checkpoints.convert_to_google(tmp_path / "hf", tmp_path / "google")
+  prefix, _ = conversion.convert_to_google(tmp_path / "hf", tmp_path / "google")
   original, back = _read_google(TINY_CKPT), _read_google(prefix)
   assert len(original) == 46 and list(original) == list(back)
   for name, value in original.items():
@@ -329,7 +329,7 @@ def _max_diffs(ours, reference, mask, positions):
 def test_converted_model_computes_what_the_hf_model_computes(tmp_path, hidden_act):
   config = dict(HF_CONFIG, hidden_act=hidden_act)
   state = make_hf_state(config)
-  prefix, _ = hf_checkpoints.convert_to_google(write_hf_folder(tmp_path / "hf", state, config),
+  prefix, _ = conversion.convert_to_google(write_hf_folder(tmp_path / "hf", state, config),
                                                tmp_path / "google")
   ids, mask, types = _inputs()
   positions = np.array([[1, 3, 4], [0, 2, 7], [1, 2, 4]], np.int32)
@@ -347,7 +347,7 @@ def test_converted_model_computes_what_the_hf_model_computes(tmp_path, hidden_ac
 
 def test_tiny_google_checkpoint_in_hf_computes_the_same(release_dir, tmp_path):
   """Google -> HF: HF's forward pass (gelu_new) of the written folder equals bert_tf's."""
-  hf_checkpoints.convert_to_hf(release_dir / "bert_model.ckpt", tmp_path / "hf")
+  conversion.convert_to_hf(release_dir / "bert_model.ckpt", tmp_path / "hf")
   config = json.loads((tmp_path / "hf" / "config.json").read_text())
   state = safetensors.numpy.load_file(str(tmp_path / "hf" / "model.safetensors"))
   ids, mask, types = _inputs(seq=20)
@@ -440,13 +440,13 @@ def _broken(tmp_path, config=None, drop=(), add=None, state=None, files=None):
     (dict(add={"cls.predictions.decoder.weight": np.zeros((30522, 32), np.float32)}),
      "model.safetensors", "cls.predictions.decoder.weight differs from"),
     (dict(state=make_hf_state(heads_=("classifier",)),
-          config=dict(HF_CONFIG, architectures=["BertForTokenClassification"])),
-     "model.safetensors", "classifier.* belongs to BertForTokenClassification"),
+          config=dict(HF_CONFIG, architectures=["BertForMultipleChoice"])),
+     "model.safetensors", "classifier.* belongs to BertForMultipleChoice"),
 ])
 def test_bad_hf_folders_are_one_line_errors(tmp_path, kwargs, file, words):
   folder = _broken(tmp_path, **kwargs)
   with pytest.raises(UserInputError) as e:
-    hf_checkpoints.convert_to_google(folder, tmp_path / "out")
+    conversion.convert_to_google(folder, tmp_path / "out")
   message = str(e.value)
   assert words in message and "\n" not in message
   assert (os.path.join(folder, file) if file != "hf" else folder) in message
@@ -462,27 +462,27 @@ def test_pytorch_only_folder_says_how_to_fix(tmp_path):
 
 def test_bad_google_inputs_are_clear_errors(release_dir, tmp_path):
   with pytest.raises(UserInputError, match="does not exist: .*index is missing"):
-    hf_checkpoints.convert_to_hf(tmp_path / "nope" / "bert_model.ckpt", tmp_path / "a")
+    conversion.convert_to_hf(tmp_path / "nope" / "bert_model.ckpt", tmp_path / "a")
   prefix = str(tmp_path / "alone" / "model.ckpt")
   _, variables = checkpoints.read_variables(release_dir / "bert_model.ckpt")
   checkpoints.save_checkpoint(prefix, extra=variables)
   with pytest.raises(UserInputError, match="bert_config.json does not exist; pass "
                                            "--bert_config_file"):
-    hf_checkpoints.convert_to_hf(prefix, tmp_path / "b")
+    conversion.convert_to_hf(prefix, tmp_path / "b")
   swag = dict(variables, **{"cls/swag/output_weights": np.zeros((1, 32), np.float32)})
   checkpoints.save_checkpoint(prefix, extra=swag)
   with pytest.raises(UserInputError, match="no Hugging Face equivalent for "
                                            "cls/swag/output_weights"):
-    hf_checkpoints.convert_to_hf(prefix, tmp_path / "c", bert_config_file=TINY_CONFIG,
+    conversion.convert_to_hf(prefix, tmp_path / "c", bert_config_file=TINY_CONFIG,
                                  vocab_file=VOCAB_UNCASED)
   (tmp_path / "d").mkdir()
   (tmp_path / "d" / "x").write_text("")
   with pytest.raises(UserInputError, match="is not an empty folder"):
-    hf_checkpoints.convert_to_hf(release_dir, tmp_path / "d")
+    conversion.convert_to_hf(release_dir, tmp_path / "d")
   wide = tmp_path / "wide.json"
   wide.write_text(open(TINY_CONFIG).read().replace('"hidden_size": 32', '"hidden_size": 64'))
   with pytest.raises(UserInputError, match="shape mismatch bert/embeddings/word_embeddings"):
-    hf_checkpoints.convert_to_hf(release_dir, tmp_path / "e", bert_config_file=str(wide))
+    conversion.convert_to_hf(release_dir, tmp_path / "e", bert_config_file=str(wide))
   assert not (tmp_path / "e").exists()
 
 
@@ -515,7 +515,7 @@ def test_convert_checkpoint_command_both_ways(release_dir, tmp_path):
 @pytest.mark.slow
 def test_run_classifier_init_checkpoint_from_an_hf_folder(release_dir, tmp_path):
   """The same eval numbers from the Google checkpoint and from its HF conversion."""
-  hf_checkpoints.convert_to_hf(release_dir / "bert_model.ckpt", tmp_path / "hf")
+  conversion.convert_to_hf(release_dir / "bert_model.ckpt", tmp_path / "hf")
   data = tmp_path / "MRPC"
   shutil.copytree(FIXTURES / "classifier_data" / "MRPC", data)
   shutil.copy(data / "train.tsv", data / "dev.tsv")

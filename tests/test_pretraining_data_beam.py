@@ -147,3 +147,31 @@ def test_flags_help_and_typos(tmp_path):
   assert result.returncode == 2
   assert _error_lines(result) == ["error: No file matches --input_file pattern %s." %
                                   (tmp_path / "none*.txt")]
+
+
+def test_masking_shares_give_the_single_process_records(tmp_path):
+  """A Table 8 row other than the default (MASK/SAME/RND 0/20/80) reaches the workers: the
+  records are create_pretraining_data.py's with the same flags."""
+  corpus = DATA / "corpus.txt"
+  flags = FLAGS + ["--random_seed=12345", "--mask_token_prob=0.0", "--random_token_prob=0.8"]
+  single = tmp_path / "single.tfrecord"
+  result = run_script("create_pretraining_data.py", "--input_file=%s" % corpus,
+                      "--output_file=%s" % single, *flags)
+  assert result.returncode == 0, result.stderr
+  prefix = tmp_path / "out" / "examples"
+  prefix.parent.mkdir()
+  result = _beam("--input_file=%s" % corpus, "--output_file=%s" % prefix,
+                 "--direct_running_mode=in_memory", *flags)
+  assert result.returncode == 0, result.stderr
+  want = _records([single])
+  assert sum(want.values()) > 300
+  assert _records(sorted(prefix.parent.iterdir())) == want
+  mask_id = tokenization.FullTokenizer(VOCAB_UNCASED).vocab["[MASK]"]
+  predicted = masks = 0
+  for record, count in want.items():
+    fields = dict(record)
+    for position, weight in zip(fields["masked_lm_positions"], fields["masked_lm_weights"]):
+      if weight:
+        predicted += count
+        masks += count * (fields["input_ids"][position] == mask_id)
+  assert predicted > 3000 and masks <= 3  # [MASK] only when the random word is [MASK]

@@ -133,7 +133,7 @@ def test_bad_files_are_clear_errors(tmp_path):
 
 
 def test_official_metrics_hand_worked():
-  from bert_tf import squad_metrics
+  from bert_tf.tasks.squad import metrics as squad_metrics
   assert squad_metrics.normalize_answer("The  Quick, brown-fox!") == "quick brownfox"
   dataset = [{"paragraphs": [{"qas": [
       {"id": "a", "answers": [{"text": "the cat"}, {"text": "a black cat"}]},

@@ -104,7 +104,7 @@ def test_export_answers_raw_text_like_the_python_path_in_a_fresh_process(tmp_pat
   import json
   import numpy as np
   from bert_tf import checkpoints
-  from bert_tf.tasks.swag_export import export_swag
+  from bert_tf.tasks.swag.export import export_swag
   from conftest import tiny_config
   model = swag.MultipleChoiceModel(tiny_config(), dynamic_length=True)  # the reference: full 32
   encoder, head = model.encoder, model.choice

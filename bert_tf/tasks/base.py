@@ -1,42 +1,67 @@
-"""The task interface: what the training loop, the runners and the exports ask of every task.
+"""The task interface: what the training loop, `keras.Model.fit`, the runners and the exports
+ask of every task.
 
-A task is a model (`TaskModel`: a BertModel plus heads) and a loss written as
-weighted means. Each task states only what differs:
+A task model (`TaskModel`: a BertModel plus heads) owns its loss, written as
+weighted means; each model states only what differs:
 
-* `model_class` and its `create_heads`/`call`;
+* `create_heads`/`call`;
 * `loss_weights(features)`: {term: [N] weights}, from the labels alone;
 * `per_example_losses(outputs, features)`: {term: [N] losses};
-* `metrics(...)`: (sum, count) pairs whose ratios are the original metric_fn's;
-* `predictions(outputs, features)`: per-example outputs (test_results.tsv, answers).
+* `loss_epsilons`: {term: epsilon added to the summed weights}.
 
-The base class turns these into what the loop needs. The loss is
-sum over terms of sum(w * l) / (sum(w) + eps); the loop sums the denominators
-over replicas and accumulated micro-batches before dividing, so the loss is the
-original's for the whole global batch, however it is split.
+The loss is sum over terms of sum(w * l) / (sum(w) + eps). `TaskModel.compute_loss`
+takes it over one batch, so `model.compile(optimizer)` + `model.fit(features)`
+trains on it; the `Task` hands the same terms to the training loop, which sums the
+denominators over replicas and accumulated micro-batches before dividing, so the
+loss is the original's for the whole global batch, however it is split.
+
+A `Task` adds what the loop needs beyond the model: how to build it, metrics as
+(sum, count) pairs whose ratios are the original metric_fn's, and per-example
+predictions (test_results.tsv, answers).
 """
 
 import keras
 from keras import ops
 
+from bert_tf import checkpoints, heads
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertModel, encoder_inputs, trim_to_longest
 
 
+def loss_numerators(losses, weights):
+  """{term: sum(w * l)}."""
+  return {k: ops.sum(weights[k] * losses[k]) for k in losses}
+
+
+def loss_denominators(weights):
+  """{term: sum(w)}."""
+  return {k: ops.sum(w) for k, w in weights.items()}
+
+
 class TaskModel(keras.Model):
-  """BertModel (`encoder`) plus a task's heads (`heads`, in checkpoint order).
+  """BertModel (`encoder`) plus a task's heads (`heads`, in checkpoint order), and its loss.
 
   Features use the encoder's input names (`input_word_ids`, `input_mask`,
-  `input_type_ids`) plus whatever the heads read (e.g. `masked_lm_positions`).
+  `input_type_ids`) plus whatever the heads and the loss read (labels such as
+  `label_ids`, `masked_lm_positions`).
 
   With `dynamic_length`, each batch is cut to its longest real sequence before
   the encoder runs (rounded up to a multiple of `length_bucket`, so XLA compiles
   a handful of shapes), for the tasks whose outputs read only real positions
   (`length_invariant`): their numbers equal the fixed-length ones.
+
+  Keras-native: `get_config` (the BertConfig as a dict; Keras' `from_config`
+  passes it back to the constructor), `.keras` files, and `compute_loss`, so
+  `compile(optimizer=...)` + `fit` on batches of feature dicts trains on the
+  task's loss.
   """
 
   # False for a task whose outputs also depend on padding positions (SQuAD's
   # softmax and n-best search run over all max_seq_length positions).
   length_invariant = True
+  # term -> epsilon added to the summed weights before dividing (the original's
+  # masked-LM loss adds 1e-5; the others are plain means).
+  loss_epsilons = {}
 
   def __init__(self, config, use_one_hot_embeddings=False, dtype=None, dynamic_length=False,
                length_bucket=1, **kwargs):
@@ -51,9 +76,21 @@ class TaskModel(keras.Model):
       head.build()
     self.built = True
 
+  def get_config(self):
+    return {"name": self.name, "trainable": self.trainable,
+            "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
+            "config": self.config.to_dict(),
+            "use_one_hot_embeddings": self.encoder.use_one_hot_embeddings,
+            "dynamic_length": self.dynamic_length, "length_bucket": self.length_bucket}
+
   def create_heads(self):
     """Creates the heads as attributes and returns them as a list."""
     raise NotImplementedError
+
+  def checkpoint_groups(self):
+    """[(part, {Google name: variable})] of what goes into Google-layout checkpoints:
+    the encoder, then each head (a head may be absent from a checkpoint)."""
+    return checkpoints.variable_groups(self.encoder, self.heads)
 
   def required_length(self, features):
     """Positions the heads read beyond the real tokens (None: only real ones)."""
@@ -66,18 +103,42 @@ class TaskModel(keras.Model):
       inputs = trim_to_longest(inputs, self.required_length(features), self.length_bucket)
     return self.encoder(inputs, training=training)
 
+  # The loss: what a task model states.
+  @staticmethod
+  def loss_weights(features):
+    """{term: [N] float32 weights}; static, as the loop sums them before the model runs."""
+    raise NotImplementedError
+
+  def per_example_losses(self, outputs, features):
+    """{term: [N] float32 losses} of the model's outputs against the features' labels."""
+    raise NotImplementedError
+
+  def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    """The task's loss over the batch `x` (features with labels; `y_pred` = self(x)).
+
+    The labels and the weights (is_real_example, masked_lm_weights) are features,
+    so `y` and `sample_weight` must be None: fit on a dataset of feature dicts.
+    """
+    if y is not None or sample_weight is not None:
+      raise ValueError("%s reads its labels and weights from the features dict; pass the "
+                       "batches as dicts only (no y or sample_weight)." % type(self).__name__)
+    if y_pred is None:
+      y_pred = self(x, training=training)
+    weights = self.loss_weights(x)
+    numerators = loss_numerators(self.per_example_losses(y_pred, x), weights)
+    denominators = loss_denominators(weights)
+    return sum(numerators[k] / (denominators[k] + self.loss_epsilons[k])
+               for k in sorted(numerators))
+
 
 def _flat(tensor, dtype="float32"):
   return ops.reshape(ops.cast(tensor, dtype), (-1,))
 
 
 class Task:
-  """Shared model construction and loss/metric plumbing; subclasses state what differs."""
+  """Builds a task model and hands its loss, metrics and predictions to the training loop."""
 
   model_class = None
-  # term -> epsilon added to the summed weights before dividing (the original's
-  # masked-LM loss adds 1e-5; the others are plain means).
-  loss_epsilons = {}
 
   def __init__(self, config, use_one_hot_embeddings=False, dtype=None, dynamic_length=False,
                length_bucket=1):
@@ -96,13 +157,19 @@ class Task:
                             dynamic_length=self.dynamic_length,
                             length_bucket=self.length_bucket, **self.model_args())
 
-  # What a task states.
+  def model_features(self, features):
+    """The model's inputs from a batch of parsed records (the same but for SWAG's choices)."""
+    return features
+
+  # The loss is the model's.
+  @property
+  def loss_epsilons(self):
+    return self.model_class.loss_epsilons
+
   def loss_weights(self, features):
-    raise NotImplementedError
+    return self.model_class.loss_weights(features)
 
-  def per_example_losses(self, outputs, features):
-    raise NotImplementedError
-
+  # What a task states besides.
   def metrics(self, outputs, features, losses, weights):
     """{name: (sum, count)}; the default is one `<term>_loss` per loss term."""
     return {"%s_loss" % k: (ops.sum(weights[k] * losses[k]), ops.sum(weights[k]))
@@ -113,25 +180,23 @@ class Task:
 
   # What the loop calls.
   def loss_denominators(self, features):
-    return {k: ops.sum(w) for k, w in self.loss_weights(features).items()}
-
-  def _numerators(self, losses, weights):
-    return {k: ops.sum(weights[k] * losses[k]) for k in losses}
+    return loss_denominators(self.loss_weights(features))
 
   def loss_numerators(self, model, features, training):
-    losses = self.per_example_losses(model(features, training=training), features)
-    return self._numerators(losses, self.loss_weights(features))
+    outputs = model(self.model_features(features), training=training)
+    return loss_numerators(model.per_example_losses(outputs, features),
+                           self.loss_weights(features))
 
   def eval_batch(self, model, features):
     """From one forward pass: metric (sum, count) pairs, loss numerators, predictions."""
-    outputs = model(features, training=False)
-    losses = self.per_example_losses(outputs, features)
+    outputs = model(self.model_features(features), training=False)
+    losses = model.per_example_losses(outputs, features)
     weights = self.loss_weights(features)
-    return (self.metrics(outputs, features, losses, weights), self._numerators(losses, weights),
+    return (self.metrics(outputs, features, losses, weights), loss_numerators(losses, weights),
             self.predictions(outputs, features))
 
   def predict_batch(self, model, features):
-    return self.predictions(model(features, training=False), features)
+    return self.predictions(model(self.model_features(features), training=False), features)
 
 
 def real_example_weights(features):
@@ -142,6 +207,13 @@ def real_example_weights(features):
 def batch_weights(features, name="input_word_ids"):
   """1.0 per example: a plain mean over the batch."""
   return ops.ones((ops.shape(features[name])[0],), "float32")
+
+
+def softmax_cross_entropy(logits, labels):
+  """[N] cross-entropy of softmax(logits) against integer labels (the original's one-hot
+  product, so an out-of-range label contributes 0)."""
+  _, per_example_loss = heads.mean_cross_entropy(ops.log_softmax(logits, axis=-1), labels)
+  return per_example_loss
 
 
 def accuracy_sum(logits, labels, weights):

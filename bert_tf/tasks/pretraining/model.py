@@ -1,13 +1,23 @@
-"""Pretraining task: masked LM + next sentence prediction, as run_pretraining.py's model_fn."""
+"""Pretraining: masked LM + next sentence prediction, as run_pretraining.py's model_fn.
+
+The records are create_pretraining_data's (`input_pipeline.pretraining_features`).
+"""
 
 from keras import ops
 
-from bert_tf import heads
+from bert_tf import heads, layers
 from bert_tf.tasks import base
 
 
+@layers.serializable
 class PretrainingModel(base.TaskModel):
-  """BertModel with the masked-LM (tied to the word embeddings) and next-sentence heads."""
+  """BertModel with the masked-LM (tied to the word embeddings) and next-sentence heads.
+
+  The loss is the masked-LM loss sum(w*l)/(sum(w)+1e-5) plus the mean
+  next-sentence loss.
+  """
+
+  loss_epsilons = {"masked_lm": 1e-5, "next_sentence": 0.0}
 
   def create_heads(self):
     policy = self.dtype_policy
@@ -28,14 +38,8 @@ class PretrainingModel(base.TaskModel):
         "next_sentence_log_probs": self.next_sentence(outputs["pooled_output"]),
     }
 
-
-class PretrainingTask(base.Task):
-  """Masked-LM loss sum(w*l)/(sum(w)+1e-5) plus the mean next-sentence loss."""
-
-  model_class = PretrainingModel
-  loss_epsilons = {"masked_lm": 1e-5, "next_sentence": 0.0}
-
-  def loss_weights(self, features):
+  @staticmethod
+  def loss_weights(features):
     return {"masked_lm": ops.reshape(ops.cast(features["masked_lm_weights"], "float32"), (-1,)),
             "next_sentence": base.batch_weights(features, "next_sentence_labels")}
 
@@ -45,6 +49,12 @@ class PretrainingTask(base.Task):
     _, nsp_loss = heads.mean_cross_entropy(outputs["next_sentence_log_probs"],
                                            features["next_sentence_labels"])
     return {"masked_lm": mlm_loss, "next_sentence": nsp_loss}
+
+
+class PretrainingTask(base.Task):
+  """run_pretraining's task: its model, the metric_fn's four metrics, the predicted words."""
+
+  model_class = PretrainingModel
 
   def metrics(self, outputs, features, losses, weights):
     """The original metric_fn's four streaming metrics as (sum, count) pairs."""

@@ -1,4 +1,4 @@
-"""GLUE / XNLI sentence(-pair) classification: processors, features and the task.
+"""GLUE / XNLI sentence(-pair) classification data: the processors that read the task files.
 
 The original's four processors keep their exact quirks (they decide which rows
 become examples): MRPC reads columns 3/4 and skips the header; CoLA train/dev have
@@ -8,22 +8,14 @@ for training and keeps only its language from `xnli.dev.tsv`, mapping "contradic
 to "contradiction". TSVs are read with `quotechar=None`, so quotes stay literal.
 The other GLUE tasks (SST-2, QQP, QNLI, RTE, WNLI, STS-B, MNLI mismatched) read
 the GLUE file layouts the same way; STS-B is a regression task.
-
-Features are the original `convert_single_example` (via bert_tf.packing), cached
-as TFRecords with `input_ids`, `input_mask`, `segment_ids`, `label_ids`,
-`is_real_example` like `file_based_convert_examples_to_features`.
 """
 
 import csv
 import dataclasses
 import os
 
-import numpy as np
-from keras import ops
-
-from bert_tf import example_codec, heads, packing, user_files
+from bert_tf import user_files
 from bert_tf.errors import UserInputError
-from bert_tf.tasks import base
 
 
 @dataclasses.dataclass
@@ -228,9 +220,6 @@ PROCESSORS = {
     "qnli": QnliProcessor, "rte": RteProcessor, "wnli": WnliProcessor, "sts-b": StsbProcessor,
 }
 
-# The dev-set metric GLUE reports for each task (besides accuracy).
-GLUE_METRICS = {"cola": "matthews_corrcoef", "mrpc": "f1", "qqp": "f1", "sts-b": "pearson_spearman"}
-
 
 def get_processor(task_name):
   name = task_name.lower()
@@ -238,153 +227,3 @@ def get_processor(task_name):
     raise UserInputError("Task not found: %s. Known tasks: %s." %
                          (task_name, ", ".join(sorted(PROCESSORS))))
   return PROCESSORS[name]()
-
-
-def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
-  """The original's features: (input_ids, input_mask, segment_ids, label_id, is_real)."""
-  del ex_index  # the original used it only to log the first examples
-  if isinstance(example, PaddingInputExample):
-    zeros = [0] * max_seq_length
-    return zeros, zeros, zeros, 0, 0
-  if label_list is None:
-    label_id = float(example.label)
-  else:
-    try:
-      label_id = label_list.index(example.label)
-    except ValueError:
-      raise UserInputError("Example %s has label %r, which is not one of the task's labels %s." %
-                           (example.guid, example.label, label_list)) from None
-  tokens_a = tokenizer.tokenize(example.text_a)
-  tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-  packed = packing.pack_tokens(tokens_a, tokens_b, max_seq_length, tokenizer)
-  return packed.input_ids, packed.input_mask, packed.segment_ids, label_id, 1
-
-
-def encode_features(features):
-  """Serialized tf.train.Example of one feature tuple, in the original's layout."""
-  input_ids, input_mask, segment_ids, label_id, is_real = features
-  label = (example_codec.float_feature([label_id]) if isinstance(label_id, float)
-           else example_codec.int64_feature([label_id]))
-  return example_codec.encode_example([
-      ("input_ids", example_codec.int64_feature(input_ids)),
-      ("input_mask", example_codec.int64_feature(input_mask)),
-      ("segment_ids", example_codec.int64_feature(segment_ids)),
-      ("label_ids", label),
-      ("is_real_example", example_codec.int64_feature([is_real])),
-  ])
-
-
-def feature_spec(max_seq_length, regression=False):
-  """name -> (length, dtype) of the cached features, for bert_tf.input_pipeline."""
-  import tensorflow as tf
-  return {
-      "input_ids": (max_seq_length, tf.int64),
-      "input_mask": (max_seq_length, tf.int64),
-      "segment_ids": (max_seq_length, tf.int64),
-      "label_ids": (1, tf.float32 if regression else tf.int64),
-      "is_real_example": (1, tf.int64),
-  }
-
-
-class ClassifierModel(base.TaskModel):
-  """BertModel plus run_classifier's head (logits from the pooled output)."""
-
-  def __init__(self, config, use_one_hot_embeddings=False, dtype=None, num_labels=2, **kwargs):
-    self._num_labels = num_labels
-    super().__init__(config, use_one_hot_embeddings, dtype=dtype, **kwargs)
-
-  def create_heads(self):
-    self.classifier = heads.ClassificationHead(self.config, self._num_labels, name="classifier",
-                                               dtype=self.dtype_policy)
-    return [self.classifier]
-
-  def call(self, features, training=False):
-    pooled = self.encode(features, training)["pooled_output"]
-    return self.classifier(pooled, training=training)
-
-
-class ClassificationTask(base.Task):
-  """Cross-entropy (or squared error for regression), averaged over real examples."""
-
-  model_class = ClassifierModel
-  loss_epsilons = {"classification": 0.0}
-
-  def __init__(self, config, num_labels, regression=False, **options):
-    super().__init__(config, **options)
-    self.num_labels = 1 if regression else num_labels
-    self.regression = regression
-
-  def model_args(self):
-    return {"num_labels": self.num_labels}
-
-  def loss_weights(self, features):
-    return {"classification": base.real_example_weights(features)}
-
-  def per_example_losses(self, logits, features):
-    if self.regression:
-      labels = ops.reshape(ops.cast(features["label_ids"], "float32"), (-1,))
-      loss = ops.square(ops.reshape(logits, (-1,)) - labels)
-    else:
-      _, loss = heads.mean_cross_entropy(ops.log_softmax(logits, axis=-1), features["label_ids"])
-    return {"classification": loss}
-
-  def metrics(self, logits, features, losses, weights):
-    """eval_loss and eval_accuracy, weighted by is_real_example as the original metric_fn."""
-    weights = weights["classification"]
-    sums = {"eval_loss": (ops.sum(weights * losses["classification"]), ops.sum(weights))}
-    if not self.regression:
-      sums["eval_accuracy"] = base.accuracy_sum(logits, features["label_ids"], weights)
-    return sums
-
-  def predictions(self, logits, features):
-    """Per-example outputs for test_results.tsv and the GLUE metrics."""
-    if self.regression:
-      return {"predictions": ops.reshape(logits, (-1,))}
-    return {"probabilities": ops.softmax(logits, axis=-1)}
-
-
-def glue_metrics(task_name, predictions, labels):
-  """The GLUE dev metric of the task from all predictions (numpy)."""
-  metric = GLUE_METRICS.get(task_name.lower())
-  if metric == "f1":
-    tp = float(np.sum((predictions == 1) & (labels == 1)))
-    fp = float(np.sum((predictions == 1) & (labels != 1)))
-    fn = float(np.sum((predictions != 1) & (labels == 1)))
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"eval_f1": f1, "eval_precision": precision, "eval_recall": recall}
-  if metric == "matthews_corrcoef":
-    tp = float(np.sum((predictions == 1) & (labels == 1)))
-    tn = float(np.sum((predictions == 0) & (labels == 0)))
-    fp = float(np.sum((predictions == 1) & (labels == 0)))
-    fn = float(np.sum((predictions == 0) & (labels == 1)))
-    denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    return {"eval_mcc": (tp * tn - fp * fn) / denominator if denominator else 0.0}
-  if metric == "pearson_spearman":
-    return {"eval_pearson": _pearson(predictions, labels),
-            "eval_spearman": _pearson(_ranks(predictions), _ranks(labels))}
-  return {}
-
-
-def _pearson(x, y):
-  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-  x, y = x - x.mean(), y - y.mean()
-  denominator = np.sqrt((x * x).sum() * (y * y).sum())
-  return float((x * y).sum() / denominator) if denominator else 0.0
-
-
-def _ranks(values):
-  """Average ranks (ties share the mean rank), as Spearman's rho uses."""
-  values = np.asarray(values, np.float64)
-  order = np.argsort(values, kind="mergesort")
-  ranks = np.empty(len(values))
-  sorted_values = values[order]
-  start = 0
-  while start < len(values):
-    end = start
-    while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
-      end += 1
-    ranks[order[start:end + 1]] = (start + end) / 2.0 + 1
-    start = end + 1
-  return ranks

@@ -1,9 +1,9 @@
 """SavedModel export of a run_squad model: question and context in, the answer span out.
 
 The graph reproduces run_squad's prediction path with tensor ops: the context's
-words (split on `squad.WHITESPACE_CODE_POINTS`, the same rule as
-`squad.split_context`), the windows of `squad.doc_spans_for`, the max-context rule
-of `squad.check_is_max_context`, and write_predictions' choice of the best span.
+words (split on `data.WHITESPACE_CODE_POINTS`, the same rule as
+`data.split_context`), the windows of `features.doc_spans_for`, the max-context rule
+of `features.check_is_max_context`, and write_predictions' choice of the best span.
 tests/test_export_squad.py checks each against the Python functions.
 """
 
@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from bert_tf import export
 from bert_tf.errors import UserInputError
-from bert_tf.tasks import squad
+from bert_tf.tasks.squad.data import WHITESPACE_CODE_POINTS
 
 # Windows per encoder call in serving_default: bounds the memory of one request
 # with a very long context (the windows are run in a loop of such chunks).
@@ -29,7 +29,7 @@ def squad_windows(tokenizer, question, context, max_seq_length, doc_stride,
                   max_query_length):
   """run_squad's prediction features (convert_examples_to_features) as graph ops.
 
-  Contexts are split into words on squad.WHITESPACE_CODE_POINTS only, each word is tokenized
+  Contexts are split into words on WHITESPACE_CODE_POINTS only, each word is tokenized
   on its own (so pieces map back to words), the question is cut to
   max_query_length pieces, and the pieces are cut into `[CLS] q [SEP] window [SEP]`
   windows exactly as the original (same order, so window i of the batch is the
@@ -67,7 +67,7 @@ def squad_windows(tokenizer, question, context, max_seq_length, doc_stride,
   flat_index = tf.range(tf.size(cps, out_type=tf.int64))
   char_pos = flat_index - tf.gather(chars.row_starts(), char_row)
   is_space = tf.reduce_any(
-      tf.equal(cps[:, None], tf.constant(squad.WHITESPACE_CODE_POINTS, tf.int32)[None, :]), axis=1)
+      tf.equal(cps[:, None], tf.constant(WHITESPACE_CODE_POINTS, tf.int32)[None, :]), axis=1)
   after_space = tf.logical_or(char_pos == 0,
                               tf.gather(is_space, tf.maximum(flat_index - 1, 0)))
   in_word = tf.logical_not(is_space)

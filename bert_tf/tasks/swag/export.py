@@ -3,12 +3,12 @@
 import tensorflow as tf
 
 from bert_tf import export
-from bert_tf.tasks.swag import NUM_CHOICES
+from bert_tf.tasks.swag.data import NUM_CHOICES
 
 
 def _per_example(features):
-  """[batch * NUM_CHOICES, seq] rows (choice-major) -> the model's [batch, NUM_CHOICES * seq]."""
-  return {k: tf.reshape(v, [-1, NUM_CHOICES * tf.shape(v)[-1]]) for k, v in features.items()}
+  """[batch * NUM_CHOICES, seq] rows (choice-major) -> the model's [batch, NUM_CHOICES, seq]."""
+  return {k: tf.reshape(v, [-1, NUM_CHOICES, tf.shape(v)[-1]]) for k, v in features.items()}
 
 
 def export_swag(export_dir, model, vocab_file, do_lower_case, max_seq_length, overwrite=False,

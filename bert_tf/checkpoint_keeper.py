@@ -1,0 +1,196 @@
+"""What a training run keeps in --output_dir, and how it resumes from it.
+
+Layout of `output_dir`:
+  training_state/ckpt-N   everything needed to resume (weights, optimizer slots, step,
+                          loss scale, input position, dropout seed states); the last 3 kept
+  training_state/settings.json
+                          the settings that shape the state and the data (config, sequence
+                          length, batch sizes, task, labels, vocab, casing, training file);
+                          a resume with other values stops and says which
+  model.ckpt-N            the same weights in Google's layout (with adam_m/adam_v and
+                          global_step, like the original's checkpoints), plus a `checkpoint`
+                          state file so tf.train.latest_checkpoint works
+
+Every worker of a multi-worker run saves (the save is collective), each into its own
+training_state_<worker> folder; only the chief writes the Google-layout files.
+"""
+
+import json
+import os
+
+from absl import logging
+import tensorflow as tf
+
+from bert_tf.errors import UserInputError, io_reason
+
+SETTINGS_NAME = "settings.json"
+# Settings a resumed run may change: they do not alter the saved state or the data order
+# up to where it stopped (more epochs or steps continue the same schedule's data; logging
+# and saving cadence are bookkeeping).
+CHANGEABLE_SETTINGS = ("num_train_epochs", "num_train_steps", "save_checkpoints_steps",
+                       "iterations_per_loop")
+# Errors that mean a state file is unreadable (cut short or corrupt), not mismatched.
+_DAMAGE_ERRORS = (IndexError, tf.errors.DataLossError)
+
+
+def _is_damage(error):
+  if isinstance(error, _DAMAGE_ERRORS):
+    return True
+  text = str(error)
+  return "Checksum does not match" in text or "Read less bytes" in text or "corrupt" in text
+
+
+class CheckpointKeeper:
+  """Saves, prunes and restores a run's checkpoints (see the module docstring).
+
+  Args:
+    output_dir: the run's --output_dir.
+    checkpoint: the tf.train.Checkpoint of the whole training state.
+    write_google_checkpoint: fn(prefix, step) writing the Google-layout checkpoint.
+    worker: "" for the chief, else the worker's name (its own state folder).
+    settings: {name: JSON value} of what shapes the state and data, compared on resume.
+  """
+
+  def __init__(self, output_dir, checkpoint, write_google_checkpoint, worker="", settings=None,
+               max_to_keep=3):
+    self.output_dir = output_dir
+    self.chief = not worker
+    self.state_dir = os.path.join(output_dir, "training_state" + ("_" + worker if worker else ""))
+    self.checkpoint = checkpoint
+    self.settings = settings
+    self.max_to_keep = max_to_keep
+    self._write_google_checkpoint = write_google_checkpoint
+    self.manager = tf.train.CheckpointManager(checkpoint, self.state_dir, max_to_keep)
+
+  # ---- resume ------------------------------------------------------------------------------
+
+  def restore_latest(self):
+    """Restores the newest intact training state; returns its path, or None if there is none.
+
+    A damaged newest state (a save cut short by a crash or a full disk, a bad copy)
+    falls back to the previous one and says so.
+    """
+    candidates = list(reversed(self.manager.checkpoints))
+    latest = tf.train.latest_checkpoint(self.state_dir)
+    if latest and latest not in candidates:
+      candidates.insert(0, latest)
+    if not candidates:
+      return None
+    self._check_settings()
+    for i, path in enumerate(candidates):
+      try:
+        self.checkpoint.restore(path).assert_existing_objects_matched()
+      except Exception as e:  # TensorFlow raises many types for unreadable or unlike states
+        if _is_damage(e):
+          older = candidates[i + 1] if i + 1 < len(candidates) else None
+          logging.warning("Training state %s is damaged (%s); %s", path,
+                          str(e).splitlines()[0] if str(e) else type(e).__name__,
+                          "falling back to %s" % older if older else "no older state is left")
+          continue
+        raise UserInputError(
+            "The training state %s in %s does not fit this run (%s). It was made with other "
+            "settings: start a new --output_dir, or run with the settings it was made with." %
+            (path, self.output_dir, str(e).splitlines()[0] if str(e) else type(e).__name__)
+        ) from None
+      if i:
+        logging.warning("Resumed from the older intact state %s; the newer one(s) were damaged.",
+                        path)
+      return path
+    raise UserInputError(
+        "Every training state in %s is damaged (%s). Remove that folder to start over from "
+        "--init_checkpoint." % (self.state_dir, ", ".join(candidates)))
+
+  def _settings_file(self):
+    return os.path.join(self.state_dir, SETTINGS_NAME)
+
+  def _check_settings(self):
+    """Stops with the list of changed settings when the saved state was made with others."""
+    if self.settings is None or not tf.io.gfile.exists(self._settings_file()):
+      return
+    with tf.io.gfile.GFile(self._settings_file(), "r") as f:
+      saved = json.loads(f.read())
+    current = json.loads(json.dumps(self.settings))  # compare as JSON: tuples -> lists
+    changed = [name for name in sorted(set(saved) | set(current))
+               if saved.get(name) != current.get(name) and name not in CHANGEABLE_SETTINGS]
+    allowed = [name for name in CHANGEABLE_SETTINGS
+               if name in saved and saved.get(name) != current.get(name)]
+    for name in allowed:
+      logging.info("Resuming with %s changed from %s to %s (allowed: it does not change the "
+                   "saved state).", name, saved.get(name), current.get(name))
+    if changed:
+      lines = ["  %s: %s when the state was saved, %s now" %
+               (name, _shown(saved.get(name)), _shown(current.get(name))) for name in changed]
+      raise UserInputError(
+          "--output_dir %s holds a training state made with other settings:\n%s\nResuming "
+          "would mix the two runs. Start a new --output_dir, or run with the old values. "
+          "(Settings that may change on resume: %s.)" %
+          (self.output_dir, "\n".join(lines), ", ".join(CHANGEABLE_SETTINGS)))
+
+  def _write_settings(self):
+    if self.settings is None:
+      return
+    tmp = self._settings_file() + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+      f.write(json.dumps(self.settings, indent=2, sort_keys=True) + "\n")
+    tf.io.gfile.rename(tmp, self._settings_file(), overwrite=True)
+
+  # ---- save --------------------------------------------------------------------------------
+
+  def save(self, step):
+    """Saves the training state and the Google-layout checkpoint of this step.
+
+    A failed save (a full disk, a lost file system) removes its partial files and stops with
+    one message; the previous complete checkpoint stays what a rerun resumes from.
+    """
+    try:
+      self.manager.save(checkpoint_number=step)
+      self._write_settings()
+      if self.chief:
+        self._write_google_checkpoint(os.path.join(self.output_dir, "model.ckpt-%d" % step), step)
+        self._prune_google_checkpoints()
+    except (tf.errors.OpError, OSError) as e:
+      self._remove_partial_save(step)
+      previous = self.manager.latest_checkpoint
+      raise UserInputError(
+          "Saving the checkpoint of step %d in %s failed: %s. %s; free space or fix the folder, "
+          "then run the same command again." %
+          (step, self.output_dir, io_reason(e),
+           "The run will resume from %s" % previous if previous
+           else "No earlier checkpoint exists, so the run will start over")) from None
+
+  def _prune_google_checkpoints(self):
+    kept = sorted(tf.io.gfile.glob(os.path.join(self.output_dir, "model.ckpt-*.index")),
+                  key=lambda p: int(p.rsplit("-", 1)[1].split(".")[0]))
+    for old in kept[:-self.max_to_keep]:
+      for path in tf.io.gfile.glob(old[:-len(".index")] + ".*"):
+        tf.io.gfile.remove(path)
+    write_checkpoint_state(self.output_dir, [os.path.basename(p[:-len(".index")])
+                                             for p in kept[-self.max_to_keep:]])
+
+  def _remove_partial_save(self, step):
+    partial = tf.io.gfile.glob(os.path.join(self.state_dir, "ckpt-%d_temp" % step))
+    partial += tf.io.gfile.glob(os.path.join(self.output_dir, "model.ckpt-%d.tmp-*" % step))
+    if not tf.io.gfile.exists(os.path.join(self.output_dir, "model.ckpt-%d.index" % step)):
+      partial += tf.io.gfile.glob(os.path.join(self.output_dir, "model.ckpt-%d.data-*" % step))
+    for path in partial:
+      try:
+        if tf.io.gfile.isdir(path):
+          tf.io.gfile.rmtree(path)
+        else:
+          tf.io.gfile.remove(path)
+      except tf.errors.OpError:
+        logging.warning("Could not remove the partial file %s", path)
+
+
+def _shown(value):
+  return "(not recorded)" if value is None else json.dumps(value)
+
+
+def write_checkpoint_state(folder, names):
+  """The `checkpoint` state file TF1 tools read (tf.train.latest_checkpoint), atomically."""
+  text = 'model_checkpoint_path: "%s"\n' % names[-1]
+  text += "".join('all_model_checkpoint_paths: "%s"\n' % n for n in names)
+  tmp = os.path.join(folder, "checkpoint.tmp")
+  with tf.io.gfile.GFile(tmp, "w") as f:
+    f.write(text)
+  tf.io.gfile.rename(tmp, os.path.join(folder, "checkpoint"), overwrite=True)
