@@ -65,10 +65,6 @@ def test_every_third_party_import_of_the_package_is_a_declared_dependency():
         if not projects & allowed:
           missing.append("%s imports %s" % (path, top))
   assert not missing, missing
-  # Every subpackage has an __init__.py (setuptools packages only those).
-  for module in _source_modules():
-    folder = os.path.dirname(module)
-    assert os.path.exists(os.path.join(ROOT, folder, "__init__.py")), folder
 
 
 @pytest.fixture(scope="module")
