@@ -22,6 +22,7 @@ import json
 import logging as std_logging
 import os
 import re
+import sys
 import time
 
 import bert_tf  # noqa: F401  (environment defaults)
@@ -31,6 +32,11 @@ std_logging.disable(std_logging.WARNING)  # Beam's import warns about optional G
 try:
   import apache_beam as beam
   from apache_beam.options.pipeline_options import PipelineOptions
+except ImportError as e:  # Beam is the optional extra bert_tf[beam]
+  print("error: create_pretraining_data_beam.py needs Apache Beam (%s); install it with "
+        "`pip install 'bert_tf[beam]'` (or `pip install -r requirements.txt` in this checkout)."
+        % e, file=sys.stderr)
+  sys.exit(2)
 finally:
   std_logging.disable(std_logging.NOTSET)
 

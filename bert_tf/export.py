@@ -16,13 +16,16 @@ tied to the exporting machine's compiler and CPU features, and the loader can
 still JIT if it wants to.
 """
 
+import contextlib
 import json
+import logging
 import os
 import platform
 import unicodedata
 import uuid
 
 import tensorflow as tf
+from absl import logging as absl_logging
 
 import bert_tf
 from bert_tf.errors import UserInputError
@@ -122,6 +125,27 @@ def _signature_io(concrete):
   return {"inputs": inputs, "outputs": outputs}
 
 
+class _CaptureRenameFilter(logging.Filter):
+  """Drops TensorFlow's note that a signature "contains input name(s) ... with unsupported
+  characters which will be renamed". The names it means are those of the tensors the graph
+  captures (variable handles, the tokenizer's tables: `resource`, `table_handle`, ...), which
+  TensorFlow names after their scoped op and no caller ever passes; the signatures' inputs keep
+  the names bert_tf gives them (plain lower-case words). Users read the note as a failure."""
+
+  def filter(self, record):
+    return "with unsupported characters which will be renamed" not in str(record.msg)
+
+
+@contextlib.contextmanager
+def _quiet_capture_renames():
+  logger, note = absl_logging.get_absl_logger(), _CaptureRenameFilter()  # TF logs it with absl
+  logger.addFilter(note)
+  try:
+    yield
+  finally:
+    logger.removeFilter(note)
+
+
 def _is_nonempty_dir(path):
   return tf.io.gfile.isdir(path) and bool(tf.io.gfile.listdir(path))
 
@@ -182,7 +206,8 @@ def save_serving_module(export_dir, module, signatures, metadata, overwrite=Fals
   tmp = "%s.tmp-%s" % (export_dir, suffix)
   old = "%s.old-%s" % (export_dir, suffix)
   try:
-    tf.saved_model.save(module, tmp, signatures=concrete)
+    with _quiet_capture_renames():
+      tf.saved_model.save(module, tmp, signatures=concrete)
     tf.io.gfile.makedirs(os.path.join(tmp, METADATA_DIR))
     with tf.io.gfile.GFile(os.path.join(tmp, METADATA_DIR, METADATA_FILE), "w") as f:
       f.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")

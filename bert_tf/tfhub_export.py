@@ -32,11 +32,14 @@ use, differs on ligatures, fullwidth forms, "ß", ...):
     exported seq_length, packed as the original's `[CLS] a [SEP]`.
   tokenize(strings): int32 RaggedTensor [batch, (words), (word pieces)];
     tokenize.get_special_tokens_dict(): start_of_sequence_id, end_of_segment_id,
-    padding_id, mask_id, vocab_size (those the vocab has).
+    padding_id, mask_id, vocab_size (those the vocab has). tokenize.tokenizer: the
+    tables tokenize reads, owned by the sub-object too, so a Keras model holding
+    only hub.KerasLayer(preprocessor.tokenize) saves (TF Hub's GLUE tutorial).
   bert_pack_inputs(segments, seq_length=<exported>): a list of one or two
     tokenized segments (ragged rank 1 or 2) -> the three inputs, packed with the
     original's pair truncation and layout (see `bert_tf.text.pack_inputs`);
-    seq_length may be any int.
+    seq_length may be any int. It reads no resource (the special ids are
+    constants), so hub.KerasLayer(preprocessor.bert_pack_inputs) saves alone too.
   signature serving_default: `sentences` in, the three inputs out.
 
 Both are written atomically by `bert_tf.export.save_serving_module`, with
@@ -77,11 +80,19 @@ class _ReusableSavedModelMixin:
 
 
 class _SubObject(_ReusableSavedModelMixin, tf.Module):
-  """A callable part of an export (`mlm`, `tokenize`, `bert_pack_inputs`)."""
+  """A callable part of an export (`mlm`, `tokenize`, `bert_pack_inputs`).
 
-  def __init__(self, call, variables=(), trainable_variables=(), name=None):
+  It owns (tracks) the resources its function reads, as `tokenizer`: a model that
+  holds only the loaded sub-object (hub.KerasLayer(preprocessor.tokenize)) saves
+  just what the sub-object tracks, and tf.saved_model.save refuses a function that
+  reads a table nothing saved owns.
+  """
+
+  def __init__(self, call, variables=(), trainable_variables=(), tokenizer=None, name=None):
     super().__init__(name=name)
     self._set_reusable(call, variables, trainable_variables)
+    if tokenizer is not None:
+      self.tokenizer = tokenizer
 
 
 class _ExportRoot(_ReusableSavedModelMixin, export.ServingModule):
@@ -211,7 +222,7 @@ def build_preprocessor_module(vocab_file, do_lower_case, strip_accents=None, seq
   module._set_reusable(call, [], [])  # pylint: disable=protected-access
 
   module.tokenize = _SubObject(export.serving_function(tokenizer.tokenize_words, [sentences]),
-                               name="tokenize")
+                               tokenizer=tokenizer, name="tokenize")
   special = {"start_of_sequence_id": tokenizer.cls_id, "end_of_segment_id": tokenizer.sep_id,
              "padding_id": tokenizer.pad_id, "mask_id": tokenizer.mask_id,
              "vocab_size": tokenizer.vocab_size}

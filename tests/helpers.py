@@ -82,3 +82,17 @@ def run_saved_model_cli(*args, cwd):
           "from tensorflow.python.tools.saved_model_cli import main; "
           "sys.argv[0] = 'saved_model_cli'; sys.exit(main())")
   return run_isolated([sys.executable, "-c", main, *args], cwd)
+
+
+def run_tf_keras_script(source, folder, *args, timeout=300):
+  """Python `source` run as run_isolated_script runs it, but with TF_USE_LEGACY_KERAS=1 (tf.keras
+  is then tf_keras, Keras 2, as TF Hub's tutorials run: hub.KerasLayer needs it); the JSON of
+  the last line it prints."""
+  script = folder / "tf_keras_script.py"
+  script.write_text(source)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1")
+  env.pop("PYTHONPATH", None)
+  result = subprocess.run([sys.executable, str(script), *args], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])

@@ -1,5 +1,7 @@
 """export_tfhub.py: TF-Hub-style encoder + preprocessor equal bert_tf's tokenizer, model, MLM head."""
 
+import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -12,7 +14,7 @@ import tensorflow_text as tf_text
 from bert_tf import checkpoints, export, packing, text, tfhub_export, tokenization
 from bert_tf.errors import UserInputError
 from conftest import TINY_CONFIG, TINY_DIR, VOCAB_UNCASED, tiny_pretraining_model
-from helpers import ROOT, run_isolated, run_serving_script
+from helpers import ROOT, run_isolated, run_serving_script, run_tf_keras_script
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
 
@@ -199,6 +201,91 @@ def test_keras_tfsm_layer(exports, reference):
   np.testing.assert_allclose(outputs["pooled_output"], want["pooled_output"], atol=1e-5)
   np.testing.assert_allclose(outputs["encoder_outputs_1"], want["sequence_output"], atol=1e-5)
   assert len(encoder.trainable_weights) == 39 and not preprocessor.weights
+
+
+_TUTORIAL_SCRIPT = """
+import json, sys
+import tensorflow as tf
+import tensorflow_hub as hub
+import tensorflow_text  # noqa: F401  (the preprocessor's ops)
+assert not any(m.startswith("bert_tf") for m in sys.modules)
+assert tf.keras.__name__.startswith("tf_keras")
+preprocessor_dir, encoder_dir, out_dir, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+args = json.loads(args)
+tf.keras.utils.set_random_seed(0)
+
+# TF Hub's "Solve GLUE tasks using BERT" tutorial: make_bert_preprocess_model ...
+inputs = [tf.keras.layers.Input(shape=(), dtype=tf.string, name=n)
+          for n in ("sentence1", "sentence2")]
+preprocess = hub.load(preprocessor_dir)
+tokenizer = hub.KerasLayer(preprocess.tokenize, name="tokenizer")
+packer = hub.KerasLayer(preprocess.bert_pack_inputs,
+                        arguments=dict(seq_length=args["seq_length"]), name="packer")
+preprocess_model = tf.keras.Model(inputs, packer([tokenizer(s) for s in inputs]))
+
+
+# ... build_classifier_model ...
+class Classifier(tf.keras.Model):
+
+  def __init__(self, num_classes):
+    super().__init__(name="prediction")
+    self.encoder = hub.KerasLayer(encoder_dir, trainable=True)
+    self.dropout = tf.keras.layers.Dropout(0.1)
+    self.dense = tf.keras.layers.Dense(num_classes)
+
+  def call(self, preprocessed_text):
+    return self.dense(self.dropout(self.encoder(preprocessed_text)["pooled_output"]))
+
+
+# ... one step of fine-tuning on the preprocessed pairs ...
+a, b = tf.constant(args["a"]), tf.constant(args["b"])
+packed = preprocess_model([a, b])
+classifier = Classifier(2)
+classifier.compile(optimizer=tf.keras.optimizers.Adam(1e-3),
+                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+classifier.fit(packed, tf.constant(args["labels"]), epochs=1, verbose=0)
+
+# ... and the export: text in, logits out, saved and loaded back.
+model_for_export = tf.keras.Model(inputs, classifier(preprocess_model(inputs)))
+out = {"packed": {k: v.numpy().tolist() for k, v in packed.items()},
+       "logits": model_for_export([a, b], training=False).numpy().tolist()}
+model_for_export.save(out_dir + "/keras_save", include_optimizer=False)
+tf.saved_model.save(model_for_export, out_dir + "/tf_save")
+for kind in ("keras_save", "tf_save"):
+  reloaded = tf.saved_model.load(out_dir + "/" + kind)
+  serving = reloaded.signatures["serving_default"](sentence1=a, sentence2=b)
+  out[kind] = {"call": reloaded([a, b], training=False).numpy().tolist(),
+               "serving": [v.numpy().tolist() for v in serving.values()]}
+print(json.dumps(out))
+"""
+
+
+_TUTORIAL_MISSING = [m for m in ("tensorflow_hub", "tf_keras")
+                     if importlib.util.find_spec(m) is None]
+
+
+@pytest.mark.skipif(bool(_TUTORIAL_MISSING), reason="needs %s (pinned in requirements.txt)"
+                    % " and ".join(_TUTORIAL_MISSING))
+def test_tf_hub_glue_tutorial_saves_a_model_holding_tokenize_and_bert_pack_inputs(
+    exports, reference, tmp_path):
+  """The tutorial's model (hub.KerasLayer of preprocess.tokenize and of bert_pack_inputs, the
+  encoder, a Dense) is fine-tuned, saved both ways and loaded back with the same logits.
+
+  Keras saves only what the layers track; the tokenize sub-object must own the vocabulary
+  tables its function reads, not leave them to the preprocessor's root object.
+  """
+  args = {"a": [p[0] for p in PAIRS], "b": [p[1] for p in PAIRS], "labels": [0, 1, 0, 1, 1],
+          "seq_length": PAIR_SEQ}
+  out = run_tf_keras_script(_TUTORIAL_SCRIPT, tmp_path, exports["preprocessor"],
+                            exports["encoder"], str(tmp_path), json.dumps(args))
+  # The packer gives the original's pair packing at the tutorial's seq_length.
+  assert out["packed"] == _packed(reference["tokenizer"], PAIRS, PAIR_SEQ)
+  logits = np.array(out["logits"])
+  assert logits.shape == (len(PAIRS), 2)
+  for kind in ("keras_save", "tf_save"):
+    np.testing.assert_allclose(out[kind]["call"], logits, atol=1e-5)
+    (serving,) = out[kind]["serving"]
+    np.testing.assert_allclose(serving, logits, atol=1e-5)
 
 
 def test_ids_cut_to_the_longest_real_sequence_give_the_full_length_outputs(exports):
