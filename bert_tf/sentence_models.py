@@ -112,8 +112,8 @@ def _module_kind(entry, modules_file):
 
 def _inside(folder, relative, modules_file):
   root = os.path.realpath(folder)
-  path = os.path.realpath(os.path.join(folder, relative))
-  if os.path.commonpath([root, path]) != root:
+  path = os.path.normpath(os.path.join(folder, relative))
+  if os.path.commonpath([root, os.path.realpath(path)]) != root:
     raise UserInputError("%s names module path %r outside the model folder." %
                          (modules_file, relative))
   return path

@@ -221,6 +221,52 @@ def export_from_folder(model_dir, export_dir, max_seq_length=None, overwrite=Fal
 
 # ------------------------------------------------------------------------------ files
 
+FROM_MODEL = "from_model"
+
+
+def for_extract_features(pooling, model_dir, init_checkpoint, bert_config_file, vocab_file,
+                         do_lower_case, strip_accents, max_seq_length, given_flags=()):
+  """The TextEmbedder extract_features.py's --pooling / --model_dir ask for.
+
+  With --model_dir the sentence-transformers folder says everything (its own
+  max_seq_length unless the flag is given); otherwise the checkpoint flags are the
+  per-token run's, pooled from the last layer without normalization.
+  `given_flags` names the flags set on the command line.
+  """
+  from bert_tf.config import BertConfig
+  if "layers" in given_flags:
+    raise UserInputError("--layers selects per-token features; pooled sentence embeddings come "
+                         "from the last layer. Drop --layers (or --pooling/--model_dir).")
+  if model_dir:
+    if pooling not in (None, "", FROM_MODEL):
+      raise UserInputError("--model_dir brings its own pooling; drop --pooling=%s (or use "
+                           "--pooling=%s)." % (pooling, FROM_MODEL))
+    clashing = [n for n, v in (("init_checkpoint", init_checkpoint),
+                               ("bert_config_file", bert_config_file),
+                               ("vocab_file", vocab_file)) if v]
+    clashing += [n for n in ("do_lower_case", "strip_accents") if n in given_flags]
+    if clashing:
+      raise UserInputError("--model_dir brings its own weights, config, vocab and casing; drop "
+                           "%s." % ", ".join("--" + n for n in clashing))
+    return load(model_dir, max_seq_length if "max_seq_length" in given_flags else None)
+  if pooling == FROM_MODEL:
+    raise UserInputError("--pooling=%s needs --model_dir=FOLDER (a sentence-transformers "
+                         "model)." % FROM_MODEL)
+  missing = [n for n, v in (("init_checkpoint", init_checkpoint),
+                            ("bert_config_file", bert_config_file),
+                            ("vocab_file", vocab_file)) if not v]
+  if missing:
+    raise UserInputError("missing required flag(s): %s" % ", ".join("--" + n for n in missing))
+  modes = sentence_models.parse_pooling_mode(pooling, "--pooling")
+  config = BertConfig.from_json_file(bert_config_file)
+  if max_seq_length > config.max_position_embeddings or max_seq_length < 2:
+    raise UserInputError("--max_seq_length=%d must be between 2 and max_position_embeddings=%d "
+                         "of %s." % (max_seq_length, config.max_position_embeddings,
+                                     bert_config_file))
+  return build(init_checkpoint, modes, False, max_seq_length, do_lower_case, strip_accents,
+               vocab_file, config)
+
+
 def write_embeddings(embedder, examples, output_file, batch_size, progress_stream=None):
   """One JSON line per example, {"linex_index": id, "embedding": [...]}; returns the count.
 
