@@ -54,8 +54,8 @@ flags.DEFINE_bool("pad_to_max_seq_length", False,
 flags.DEFINE_string("pooling", None,
                     "Write one pooled sentence embedding per line instead of per-token features, "
                     "from the last layer: cls, mean, max, mean_sqrt_len_tokens, weightedmean, "
-                    "lasttoken (comma-separated ones are concatenated), or from_model with "
-                    "--model_dir.")
+                    "lasttoken (several, comma-separated, are concatenated in that order), or "
+                    "from_model with --model_dir.")
 flags.DEFINE_string("model_dir", None,
                     "A sentence-transformers folder (modules.json): its weights, tokenizer, "
                     "pooling and normalization give the embeddings (implies "

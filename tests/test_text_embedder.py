@@ -320,7 +320,7 @@ def test_extract_features_writes_pooled_embeddings(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   records = [json.loads(line) for line in out.read_text().splitlines()]
   from bert_tf.config import BertConfig
-  expected = reference_embeddings(TINY_CKPT, texts_a, ("cls", "mean"), False, max_seq=12,
+  expected = reference_embeddings(TINY_CKPT, texts_a, ("mean", "cls"), False, max_seq=12,
                                   config=BertConfig.from_json_file(TINY_CONFIG), texts_b=texts_b)
   np.testing.assert_allclose(np.array([r["embedding"] for r in records]), expected, rtol=0,
                              atol=2e-6)
