@@ -16,7 +16,7 @@ the same vectors.
 The SavedModel follows TF Hub's text-embedding convention:
   __call__(strings): string [batch] -> float32 [batch, dim]; so
     `tf.saved_model.load(dir)(tf.constant(texts))` works as for other TF-Hub text
-    embeddings, and so does `hub.KerasLayer(dir)`.
+    embeddings.
   signature serving_default: `sentences` in, `embedding` out (TF Serving, saved_model_cli).
   variables, trainable_variables, regularization_losses: TF Hub's Reusable SavedModel
     attributes.
