@@ -176,6 +176,10 @@ def _read_normalize(folder):
                          (config_file, source))
 
 
+def _is_int(value):
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _read_transformer_settings(folder, source):
   """(max_seq_length, do_lower_case, strip_accents) as sentence-transformers tokenizes."""
   config_file = os.path.join(folder, TRANSFORMER_CONFIG_NAME)
@@ -190,16 +194,18 @@ def _read_transformer_settings(folder, source):
   limit = source.config.max_position_embeddings
   max_seq_length = data.get("max_seq_length")
   if max_seq_length is None:
+    # sentence-transformers then uses the tokenizer's model_max_length, capped at
+    # max_position_embeddings.
     tokenizer_file = os.path.join(folder, hf_checkpoints.TOKENIZER_CONFIG_NAME)
     tokenizer = (hf_checkpoints.read_json(tokenizer_file, "Tokenizer config")
                  if os.path.isfile(tokenizer_file) else {})
-    max_seq_length = tokenizer.get("model_max_length") if isinstance(tokenizer, dict) else None
-    if not isinstance(max_seq_length, int) or max_seq_length > limit:
-      max_seq_length = limit  # sentence-transformers caps the tokenizer's length the same way
-  if not isinstance(max_seq_length, int) or isinstance(max_seq_length, bool) or not (
-      2 <= max_seq_length):
+    length = tokenizer.get("model_max_length") if isinstance(tokenizer, dict) else None
+    max_seq_length = length if _is_int(length) and 2 <= length <= limit else limit
+  if not _is_int(max_seq_length) or max_seq_length < 2:
     raise UserInputError("%s: max_seq_length must be an integer of at least 2, got %r." %
                          (config_file, max_seq_length))
+  # Longer than the position table would fail in sentence-transformers on a long text;
+  # every shorter text gets the same vectors at the cap.
   max_seq_length = min(max_seq_length, limit)
   casing = source.tokenizer or {"do_lower_case": True, "strip_accents": None}
   do_lower_case, strip_accents = casing["do_lower_case"], casing["strip_accents"]

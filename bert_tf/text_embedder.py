@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import checkpoints, export, modeling, sentence_models
+from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.pooling import SentencePooling
 from bert_tf.progress import Progress
@@ -120,7 +121,6 @@ def build(source, pooling="mean", normalize=False, max_seq_length=None, do_lower
   (an HF folder's tokenizer_config.json; lower-casing otherwise); `max_seq_length`
   to the config's max_position_embeddings.
   """
-  from bert_tf.modeling import BertModel
   source = checkpoints.open_source(source)
   config = config or source.config
   vocab_file = vocab_file or source.vocab_file
@@ -137,7 +137,7 @@ def build(source, pooling="mean", normalize=False, max_seq_length=None, do_lower
                          (vocab_file, tokenizer.vocab_size, config.vocab_size))
   if max_seq_length is None:
     max_seq_length = config.max_position_embeddings
-  encoder = BertModel(config)
+  encoder = modeling.BertModel(config)
   checkpoints.load_checkpoint(source, encoder)
   modes = sentence_models.parse_pooling_mode(pooling, "pooling") if isinstance(
       pooling, str) else tuple(pooling)
@@ -233,7 +233,6 @@ def for_extract_features(pooling, model_dir, init_checkpoint, bert_config_file, 
   per-token run's, pooled from the last layer without normalization.
   `given_flags` names the flags set on the command line.
   """
-  from bert_tf.config import BertConfig
   if "layers" in given_flags:
     raise UserInputError("--layers selects per-token features; pooled sentence embeddings come "
                          "from the last layer. Drop --layers (or --pooling/--model_dir).")

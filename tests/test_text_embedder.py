@@ -20,7 +20,7 @@ from bert_tf import checkpoints, packing, sentence_models, text_embedder, tokeni
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
 from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
-from helpers import ROOT, run_isolated, run_script, run_serving_script
+from helpers import ROOT, run_isolated, run_saved_model_cli, run_script, run_serving_script
 from test_hf_checkpoints import HF_CONFIG, make_hf_state, write_hf_folder
 
 MAX_SEQ = 16
@@ -287,6 +287,14 @@ print(json.dumps(out))
   assert metadata["task"] == "text_embedder" and metadata["pooling"] == ["cls", "mean"]
   assert metadata["normalize"] and metadata["max_seq_length"] == MAX_SEQ
   assert metadata["dimension"] == 64 and metadata["model_dir"] == folder
+  # `saved_model_cli run` is the TF1-style loader TF Serving uses.
+  run = run_saved_model_cli("run", "--dir", str(export_dir), "--tag_set", "serve",
+                            "--signature_def", "serving_default", "--input_exprs",
+                            'sentences=["%s"]' % TEXTS[0], cwd=tmp_path)
+  assert run.returncode == 0, run.stderr[-3000:]
+  printed = run.stdout.split("Result for output key embedding:")[1]
+  np.testing.assert_allclose(np.array(printed.replace("[", " ").replace("]", " ").split(),
+                                      np.float32), expected[0], rtol=0, atol=1e-5)
   # A second export into the same folder is refused, naming the flag that allows it.
   again = run_isolated(command, tmp_path, timeout=300)
   assert again.returncode == 2 and "--overwrite" in again.stderr.strip().splitlines()[-1]
