@@ -158,9 +158,7 @@ def _read_pooling(folder, hidden_size):
   if dimension is not None and dimension != hidden_size:
     raise UserInputError("Pooling config %s says word_embedding_dimension=%r but the BERT's "
                          "hidden_size is %d." % (config_file, dimension, hidden_size))
-  if data.get("include_prompt") is False:
-    return modes, False
-  return modes, True
+  return modes, data.get("include_prompt") is not False
 
 
 def _read_normalize(folder):

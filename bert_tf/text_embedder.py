@@ -1,4 +1,4 @@
-"""Sentence embeddings: raw strings -> [batch, dim] float32, in Python and as a TF-Hub-style SavedModel.
+"""Sentence embeddings: strings -> [batch, dim] float32, in Python and as a TF-Hub-style SavedModel.
 
     embedder = text_embedder.load("all-MiniLM-L6-v2/")     # a sentence-transformers folder
     vectors = embedder(tf.constant(["A man is eating.", "Someone eats."]))  # [2, 384]

@@ -169,8 +169,8 @@ def test_bad_folders_are_one_line_errors(tmp_path):
             "type": "sentence_transformers.models.Pooling"},
            {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}]
   folder = write_st_folder(tmp_path / "dense", modules=dense)
-  _one_line_error(folder, os.path.join(folder, "modules.json"), "sentence_transformers.models.Dense",
-                  "not supported")
+  _one_line_error(folder, os.path.join(folder, "modules.json"),
+                  "sentence_transformers.models.Dense", "not supported")
   folder = write_st_folder(tmp_path / "no_pooling", pooling=False)
   _one_line_error(folder, os.path.join(folder, "1_Pooling", "config.json"), "does not exist")
   folder = write_st_folder(tmp_path / "bad_mode", pooling={"pooling_mode": "median"})
@@ -268,8 +268,9 @@ def test_export_command_loads_without_bert_tf_and_equals_the_library(tmp_path):
   body = """
 model = models[0]
 texts = tf.constant(args["texts"])
+serve = model.signatures["serving_default"]
 out = {"call": model(texts).numpy().tolist(),
-       "signature": model.signatures["serving_default"](sentences=texts)["embedding"].numpy().tolist(),
+       "signature": serve(sentences=texts)["embedding"].numpy().tolist(),
        "empty": model(tf.constant([], tf.string)).shape.as_list(),
        "variables": len(model.variables), "trainable": len(model.trainable_variables)}
 print(json.dumps(out))
