@@ -299,6 +299,12 @@ print(json.dumps(out))
   # A second export into the same folder is refused, naming the flag that allows it.
   again = run_isolated(command, tmp_path, timeout=300)
   assert again.returncode == 2 and "--overwrite" in again.stderr.strip().splitlines()[-1]
+  # A folder that is not a sentence-transformers model: one line, nothing written.
+  result = run_script("export_text_embedder.py", "--model_dir=%s" % tmp_path,
+                      "--export_dir=%s" % (tmp_path / "other"))
+  last = result.stderr.strip().splitlines()[-1]
+  assert result.returncode == 2 and last.startswith("error: ") and "modules.json" in last, last
+  assert not (tmp_path / "other").exists()
 
 
 @pytest.mark.slow
