@@ -249,6 +249,9 @@ def test_pooling_layer_alone_equals_numpy():
       got = SentencePooling(modes, normalize)(seq, mask)
       np.testing.assert_allclose(np.asarray(got), numpy_pool(seq, mask, modes, normalize),
                                  rtol=0, atol=1e-6)
+  layer = SentencePooling(("max", "cls"), True)
+  copy = SentencePooling.from_config(layer.get_config())  # Keras serialization keeps the modes
+  assert (copy.modes, copy.normalize) == (("max", "cls"), True)
   with pytest.raises(ValueError, match="median"):
     SentencePooling(("median",))
 
