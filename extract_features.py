@@ -8,12 +8,16 @@ Same flags and JSON-lines output as Google's extract_features.py:
     --max_seq_length=128 --batch_size=8
 
 Each input line is one example; `sentence A ||| sentence B` makes a pair.
+
+With --pooling (cls, mean, max, ...) or --model_dir (a sentence-transformers
+folder, e.g. all-MiniLM-L6-v2), each line gets one pooled sentence embedding
+instead: {"linex_index": 0, "embedding": [...]} (bert_tf/text_embedder.py).
 """
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
-from bert_tf import checkpoints, cli, feature_extraction, tokenization
+from bert_tf import checkpoints, cli, feature_extraction, text_embedder, tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
@@ -47,10 +51,38 @@ flags.DEFINE_bool("pad_to_max_seq_length", False,
                   "Run every batch at --max_seq_length as the original. By default each batch "
                   "runs at its longest real sequence (a multiple of 16 under XLA): the same "
                   "values, faster.")
+flags.DEFINE_string("pooling", None,
+                    "Write one pooled sentence embedding per line instead of per-token features, "
+                    "from the last layer: cls, mean, max, mean_sqrt_len_tokens, weightedmean, "
+                    "lasttoken (several, comma-separated, are concatenated in that order), or "
+                    "from_model with --model_dir.")
+flags.DEFINE_string("model_dir", None,
+                    "A sentence-transformers folder (modules.json): its weights, tokenizer, "
+                    "pooling and normalization give the embeddings (implies "
+                    "--pooling=from_model; replaces --init_checkpoint, --bert_config_file and "
+                    "--vocab_file).")
 flags.adopt_module_key_flags(cli)  # --help lists the tokenizer flags too
 
 
+def write_sentence_embeddings():
+  """--pooling / --model_dir: one embedding per example (bert_tf.text_embedder)."""
+  cli.require_flags(FLAGS, "input_file", "output_file")
+  present = [n for n in ("layers", "max_seq_length", "do_lower_case", "strip_accents")
+             if FLAGS[n].present]
+  embedder = text_embedder.for_extract_features(
+      FLAGS.pooling, FLAGS.model_dir, FLAGS.init_checkpoint, FLAGS.bert_config_file,
+      FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.strip_accents, FLAGS.max_seq_length,
+      present)
+  count = text_embedder.write_embeddings(
+      embedder, feature_extraction.read_examples(FLAGS.input_file), FLAGS.output_file,
+      FLAGS.batch_size)
+  logging.info("Wrote %d sentence embeddings (%s) to %s", count,
+               ",".join(embedder.pooling.modes), FLAGS.output_file)
+
+
 def main(_):
+  if FLAGS.pooling or FLAGS.model_dir:
+    return write_sentence_embeddings()
   cli.require_flags(FLAGS, "input_file", "vocab_file", "bert_config_file", "init_checkpoint",
                     "output_file")
   if FLAGS.use_tpu:

@@ -84,3 +84,28 @@ def matmul_peak_gflops(n=4096, repeats=5):
   b = tf.random.normal((n, n))
   matmul = tf.function(lambda x, y: tf.matmul(x, y))
   return 2 * n ** 3 / best_seconds(lambda: matmul(a, b).numpy(), repeats) / 1e9
+
+
+# The CPU features that decide float32 matmul speed (what oneDNN and PyTorch pick kernels by).
+_MATMUL_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile",
+                 "amx_bf16")
+
+
+def cpu_info():
+  """"<model name>, <n> logical CPUs, flags avx2 fma ..." from /proc/cpuinfo: timings depend on
+  it, so every figure printed says which CPU gave it."""
+  model, flags_seen = "unknown CPU", set()
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and model == "unknown CPU":
+          model = value.strip()
+        elif key == "flags" and not flags_seen:
+          flags_seen = set(value.split())
+  except OSError:
+    pass
+  shown = [f for f in _MATMUL_FLAGS if f in flags_seen]
+  return "%s, %d logical CPUs, flags %s" % (model, os.cpu_count() or 0,
+                                            " ".join(shown) if shown else "(unknown)")
