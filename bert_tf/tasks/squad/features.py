@@ -7,12 +7,12 @@ such as "(1895-1943)." to "1895"; out-of-window answers and impossible questions
 train on start = end = 0 ([CLS]).
 """
 
-import collections
 import dataclasses
 
 import tensorflow as tf
 
 from bert_tf import input_pipeline
+from bert_tf.packing import DocSpan, check_is_max_context, doc_spans_for  # noqa: F401 (re-exported)
 
 FIRST_UNIQUE_ID = 1000000000
 
@@ -31,35 +31,6 @@ class InputFeatures:
   start_position: int = None
   end_position: int = None
   is_impossible: bool = None
-
-
-DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
-
-
-def doc_spans_for(num_tokens, max_tokens_for_doc, doc_stride):
-  """The sliding windows over the context pieces."""
-  spans = []
-  start_offset = 0
-  while start_offset < num_tokens:
-    length = min(num_tokens - start_offset, max_tokens_for_doc)
-    spans.append(DocSpan(start_offset, length))
-    if start_offset + length == num_tokens:
-      break
-    start_offset += min(length, doc_stride)
-  return spans
-
-
-def check_is_max_context(doc_spans, cur_span_index, position):
-  """Whether window `cur_span_index` gives token `position` the most context."""
-  best_score = best_span_index = None
-  for span_index, span in enumerate(doc_spans):
-    end = span.start + span.length - 1
-    if position < span.start or position > end:
-      continue
-    score = min(position - span.start, end - position) + 0.01 * span.length
-    if best_score is None or score > best_score:
-      best_score, best_span_index = score, span_index
-  return cur_span_index == best_span_index
 
 
 def improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
