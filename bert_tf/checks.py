@@ -30,14 +30,17 @@ def check_seq_length(value, config, min_length, flag="--max_seq_length"):
                          (flag, value, min_length, limit, config.source_file or "the BERT config"))
 
 
-def check_vocab(vocab, config, vocab_file):
-  """Every id of `vocab` (token -> id) has a row in the model's embedding table."""
+def check_vocab(vocab, config, vocab_file, config_file=None):
+  """Every id of `vocab` (token -> id) has a row in the model's embedding table.
+
+  `config_file` names the config in the message (default: the file it was read from).
+  """
   size = max(vocab.values()) + 1
   if size > config.vocab_size:
     raise UserInputError("Vocab file %s has %d tokens but vocab_size=%d in %s; use the vocab "
                          "file that belongs to the checkpoint." %
                          (vocab_file, size, config.vocab_size,
-                          config.source_file or "the BERT config"))
+                          config_file or config.source_file or "the BERT config"))
 
 
 def check_case(do_lower_case, init_checkpoint):
