@@ -12,8 +12,7 @@ interface is described in bert_tf/tfhub_export.py.
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
-from bert_tf import cli, tfhub_export, tokenization
-from bert_tf.errors import UserInputError
+from bert_tf import checks, cli, runner, tfhub_export
 
 FLAGS = flags.FLAGS
 
@@ -38,10 +37,8 @@ flags.adopt_module_key_flags(cli)  # --help lists the tokenizer flags too
 def main(_):
   cli.require_flags(FLAGS, "bert_config_file", "vocab_file", "init_checkpoint",
                     "encoder_export_dir", "preprocessor_export_dir")
-  try:
-    tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-  except ValueError as e:
-    raise UserInputError(str(e)) from None
+  checks.check_case(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+  runner.check_init_checkpoint(FLAGS.init_checkpoint)
   encoder_dir, preprocessor_dir = tfhub_export.export_from_checkpoint(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint, FLAGS.do_lower_case,
       FLAGS.encoder_export_dir, FLAGS.preprocessor_export_dir, seq_length=FLAGS.seq_length,

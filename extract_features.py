@@ -8,18 +8,13 @@ Same flags and JSON-lines output as Google's extract_features.py:
     --max_seq_length=128 --batch_size=8
 
 Each input line is one example; `sentence A ||| sentence B` makes a pair.
-
-With --pooling (cls, mean, max, ...) or --model_dir (a sentence-transformers
-folder, e.g. all-MiniLM-L6-v2), each line gets one pooled sentence embedding
-instead: {"linex_index": 0, "embedding": [...]} (bert_tf/text_embedder.py).
 """
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
-from bert_tf import checkpoints, cli, feature_extraction, text_embedder, tokenization
+from bert_tf import checkpoints, checks, cli, feature_extraction, runner
 from bert_tf.config import BertConfig
-from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
 
 FLAGS = flags.FLAGS
@@ -63,6 +58,9 @@ flags.DEFINE_string("model_dir", None,
                     "--vocab_file).")
 flags.adopt_module_key_flags(cli)  # --help lists the tokenizer flags too
 
+# The least packing.pack_tokens takes: [CLS] a [SEP] b [SEP] with a and b cut to nothing.
+_MIN_SEQ_LENGTH = 3
+
 
 def write_sentence_embeddings():
   """--pooling / --model_dir: one embedding per example (bert_tf.text_embedder)."""
@@ -87,21 +85,14 @@ def main(_):
                     "output_file")
   if FLAGS.use_tpu:
     logging.warning("--use_tpu is ignored by extract_features; running on local devices.")
-  if FLAGS.batch_size < 1:
-    raise UserInputError("--batch_size must be positive, got %d." % FLAGS.batch_size)
+  checks.check_positive("batch_size", FLAGS.batch_size)
+  checks.check_case(FLAGS.do_lower_case, FLAGS.init_checkpoint)
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
   layer_indexes = feature_extraction.parse_layer_indexes(FLAGS.layers, config.num_hidden_layers)
-  if FLAGS.max_seq_length > config.max_position_embeddings:
-    raise UserInputError("--max_seq_length=%d exceeds max_position_embeddings=%d in %s." %
-                         (FLAGS.max_seq_length, config.max_position_embeddings,
-                          FLAGS.bert_config_file))
-  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
-                                         FLAGS.strip_accents)
-  if max(tokenizer.vocab.values()) >= config.vocab_size:
-    raise UserInputError("Vocab file %s has ids up to %d but vocab_size is %d in %s: the vocab "
-                         "does not belong to this model." %
-                         (FLAGS.vocab_file, max(tokenizer.vocab.values()), config.vocab_size,
-                          FLAGS.bert_config_file))
+  checks.check_seq_length(FLAGS.max_seq_length, config, _MIN_SEQ_LENGTH)
+  tokenizer = checks.checked_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.strip_accents,
+                                       config)
+  runner.check_init_checkpoint(FLAGS.init_checkpoint)
   examples = feature_extraction.read_examples(FLAGS.input_file)
   encoder = BertModel(config, use_one_hot_embeddings=FLAGS.use_one_hot_embeddings)
   report = checkpoints.load_checkpoint(FLAGS.init_checkpoint, encoder)

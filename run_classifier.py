@@ -14,14 +14,12 @@ Tasks: cola, mnli, mnli-mm, mrpc, xnli, sst-2, qqp, qnli, rte, wnli, sts-b.
 Re-running the same command resumes training from --output_dir.
 """
 
-import os
-
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import cli, example_codec, input_pipeline, runner, runner_flags
+from bert_tf import cli, runner, runner_flags
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
 
@@ -44,102 +42,92 @@ _SUBMISSION_NAMES = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": 
                      "rte": "RTE", "wnli": "WNLI", "xnli": "XNLI"}
 
 
-def write_feature_file(examples, label_list, tokenizer, path, description):
-  """The original's file_based_convert_examples_to_features, with progress."""
-  records = (glue.encode_features(glue.convert_single_example(
-      index, example, label_list, FLAGS.max_seq_length, tokenizer))
-             for index, example in enumerate(examples))
-  return example_codec.write_records(path, records, len(examples), description)
+class ClassifierHooks(runner.TaskHooks):
+  """A GLUE / XNLI task: the original's processors, features and metrics."""
 
+  eval_with_predictions = True  # the GLUE metrics need each example's prediction
 
-def pad_for_tpu(examples, batch_size):
-  """On TPUs the original padded eval/predict sets to whole batches with fake examples."""
-  if runner.strategy_name(FLAGS) != "tpu":
+  def __init__(self):
+    self.task_name = FLAGS.task_name.lower()
+    self.processor = glue.get_processor(FLAGS.task_name)
+    if isinstance(self.processor, glue.XnliProcessor):
+      self.processor = glue.XnliProcessor(FLAGS.xnli_language)
+    self.label_list = self.processor.get_labels()
+    self.regression = self.label_list is None
+
+  def read_examples(self, run, split):
+    if split == "train":
+      examples = self.processor.get_train_examples(FLAGS.data_dir)
+      if not examples:
+        raise UserInputError("No training examples in %s." % FLAGS.data_dir)
+    elif split == "eval":
+      examples = self.processor.get_dev_examples(FLAGS.data_dir)
+      if not examples:
+        raise UserInputError("No dev examples in %s." % FLAGS.data_dir)
+    else:
+      examples = self.processor.get_test_examples(FLAGS.data_dir)
     return examples
-  return examples + [glue.PaddingInputExample()] * (-len(examples) % batch_size)
+
+  def record_files(self, run, split, examples):
+    """On TPUs the original padded eval/predict sets to whole batches with fake examples."""
+    if split != "train" and run.options.strategy == "tpu":
+      padding = -len(examples) % run.options.batch_size(split)
+      examples = examples + [glue.PaddingInputExample()] * padding
+    return super().record_files(run, split, examples)
+
+  def encode(self, run, split, examples):
+    """The original's file_based_convert_examples_to_features."""
+    for index, example in enumerate(examples):
+      yield glue.encode_features(glue.convert_single_example(
+          index, example, self.label_list, run.options.max_seq_length, run.tokenizer))
+
+  def feature_spec(self, run, split):
+    return glue.feature_spec(run.options.max_seq_length, self.regression)
+
+  def make_task(self, run):
+    return glue.ClassificationTask(run.config, len(self.label_list) if self.label_list else 1,
+                                   self.regression, **run.options.task_options())
+
+  def postprocess_eval(self, run, examples, result, outputs):
+    if self.regression:
+      labels = np.array([e.label for e in examples])
+      predictions = outputs["predictions"][:len(examples)]
+    else:
+      labels = np.array([self.label_list.index(e.label) for e in examples])
+      predictions = np.argmax(outputs["probabilities"][:len(examples)], axis=-1)
+    result.update(glue.glue_metrics(self.task_name, predictions, labels))
+    return result
+
+  def postprocess_predict(self, run, examples, outputs):
+    values = outputs["predictions"][:, None] if self.regression else outputs["probabilities"]
+    values = values[:len(examples)]
+    runner.write_test_results(run.output_path("test_results.tsv"), values)
+    if FLAGS.write_glue_submission:
+      self.write_glue_submission(run, values)
+
+  def write_glue_submission(self, run, values):
+    name = _SUBMISSION_NAMES.get(self.task_name, self.task_name.upper())
+    path = run.output_path(name + ".tsv")
+    with tf.io.gfile.GFile(path, "w") as writer:
+      writer.write("index\tprediction\n")
+      for index, row in enumerate(values):
+        prediction = ("%.3f" % row[0] if self.regression
+                      else self.label_list[int(np.argmax(row))])
+        writer.write("%d\t%s\n" % (index, prediction))
+    logging.info("Wrote the GLUE submission file %s", path)
+
+  def export(self, run):
+    from bert_tf.tasks.glue.export import export_classifier
+    options = run.options
+    export_classifier(options.export_dir, run.trainer.model, options.vocab_file,
+                      options.do_lower_case, options.max_seq_length, self.label_list,
+                      self.processor.is_pair, strip_accents=options.strip_accents)
 
 
 def main(_):
-  run = runner.prepare(FLAGS, ["data_dir", "task_name", "vocab_file", "bert_config_file",
-                               "output_dir"])
-  processor = glue.get_processor(FLAGS.task_name)
-  if isinstance(processor, glue.XnliProcessor):
-    processor = glue.XnliProcessor(FLAGS.xnli_language)
-  task_name = FLAGS.task_name.lower()
-  label_list = processor.get_labels()
-  regression = label_list is None
-  spec = glue.feature_spec(FLAGS.max_seq_length, regression)
-  feature_path = lambda name: os.path.join(FLAGS.output_dir, name)
-
-  # Every data file is read before training, so a missing dev or test file is
-  # reported before hours of training, not after.
-  train_examples = processor.get_train_examples(FLAGS.data_dir) if FLAGS.do_train else []
-  if FLAGS.do_train and not train_examples:
-    raise UserInputError("No training examples in %s." % FLAGS.data_dir)
-  dev_examples = processor.get_dev_examples(FLAGS.data_dir) if FLAGS.do_eval else []
-  if FLAGS.do_eval and not dev_examples:
-    raise UserInputError("No dev examples in %s." % FLAGS.data_dir)
-  test_examples = processor.get_test_examples(FLAGS.data_dir) if FLAGS.do_predict else []
-  num_train_steps, num_warmup_steps = runner.num_train_steps(FLAGS, len(train_examples))
-  task = glue.ClassificationTask(run.config, len(label_list) if label_list else 1, regression,
-                                 **runner.task_options(FLAGS))
-  trainer = runner.make_trainer(FLAGS, run.strategy, task, num_train_steps, num_warmup_steps)
-
-  def write_train_file(path):
-    write_feature_file(train_examples, label_list, run.tokenizer, path, "train features")
-    return "%d examples" % len(train_examples)
-
-  runner.train_or_restore(FLAGS, trainer, spec, num_train_steps, write_train_file)
-
-  if FLAGS.do_eval:
-    examples = dev_examples
-    eval_file = feature_path("eval.tf_record")
-    write_feature_file(pad_for_tpu(examples, FLAGS.eval_batch_size), label_list, run.tokenizer,
-                       eval_file, "eval features")
-    dataset = input_pipeline.record_dataset([eval_file], spec, FLAGS.eval_batch_size,
-                                            is_training=False)
-    logging.info("***** Running evaluation: %d examples, batch %d *****", len(examples),
-                 FLAGS.eval_batch_size)
-    result, outputs = trainer.evaluate(dataset, with_predictions=True)
-    labels = np.array([e.label if regression else label_list.index(e.label) for e in examples])
-    if regression:
-      predictions = outputs["predictions"][:len(examples)]
-    else:
-      predictions = np.argmax(outputs["probabilities"][:len(examples)], axis=-1)
-    result.update(glue.glue_metrics(task_name, predictions, labels))
-    runner.write_eval_results(trainer, FLAGS.output_dir, result)
-
-  if FLAGS.do_predict:
-    examples = test_examples
-    predict_file = feature_path("predict.tf_record")
-    write_feature_file(pad_for_tpu(examples, FLAGS.predict_batch_size), label_list,
-                       run.tokenizer, predict_file, "predict features")
-    dataset = input_pipeline.record_dataset([predict_file], spec, FLAGS.predict_batch_size,
-                                            is_training=False)
-    outputs = trainer.predict(dataset)
-    values = outputs["predictions"][:, None] if regression else outputs["probabilities"]
-    values = values[:len(examples)]
-    runner.write_test_results(trainer, feature_path("test_results.tsv"), values)
-    if FLAGS.write_glue_submission and trainer.chief:
-      write_glue_submission(task_name, label_list, values)
-
-  if FLAGS.export_dir and trainer.chief:
-    from bert_tf.tasks.glue.export import export_classifier
-    export_classifier(FLAGS.export_dir, trainer.model, FLAGS.vocab_file, FLAGS.do_lower_case,
-                      FLAGS.max_seq_length, label_list, processor.is_pair,
-                      strip_accents=FLAGS.strip_accents)
-    logging.info("Exported a SavedModel to %s", FLAGS.export_dir)
-
-
-def write_glue_submission(task_name, label_list, values):
-  name = _SUBMISSION_NAMES.get(task_name, task_name.upper())
-  path = os.path.join(FLAGS.output_dir, name + ".tsv")
-  with tf.io.gfile.GFile(path, "w") as writer:
-    writer.write("index\tprediction\n")
-    for index, row in enumerate(values):
-      prediction = "%.3f" % row[0] if label_list is None else label_list[int(np.argmax(row))]
-      writer.write("%d\t%s\n" % (index, prediction))
-  logging.info("Wrote the GLUE submission file %s", path)
+  cli.require_flags(FLAGS, "data_dir", "task_name", "vocab_file", "bert_config_file",
+                    "output_dir")
+  runner.run_task(runner.RunOptions.from_flags(FLAGS), ClassifierHooks())
 
 
 if __name__ == "__main__":

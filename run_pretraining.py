@@ -15,7 +15,7 @@ import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 import tensorflow as tf
 
-from bert_tf import cli, input_pipeline, runner, runner_flags
+from bert_tf import checks, cli, input_pipeline, runner, runner_flags
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import PretrainingTask
 
@@ -34,49 +34,56 @@ runner_flags.define_training_flags(
 runner_flags.define_eval_flags()
 
 
-def check_flags(strategy):
-  """run_pretraining's own checks (the shared ones are in runner.prepare)."""
-  if FLAGS.eval_batch_size % strategy.num_replicas_in_sync:
-    raise UserInputError("--eval_batch_size=%d must be divisible by the number of replicas (%d)." %
-                         (FLAGS.eval_batch_size, strategy.num_replicas_in_sync))
-  for name in ("num_train_steps", "max_eval_steps", "max_predictions_per_seq"):
-    if FLAGS[name].value < 1:
-      raise UserInputError("--%s must be a positive integer, got %d." % (name, FLAGS[name].value))
-  if FLAGS.num_warmup_steps < 0:
-    raise UserInputError("--num_warmup_steps must not be negative.")
+class PretrainingHooks(runner.TaskHooks):
+  """Masked LM and next sentence prediction on create_pretraining_data's record files:
+  training and evaluation read the same --input_file records, nothing is written."""
+
+  uses_tokenizer = False
+  eval_repeats = True  # max_eval_steps whole batches of the repeated input, as the original
+
+  def __init__(self):
+    self.max_eval_steps = FLAGS.max_eval_steps
+    self.input_files = None
+
+  def check(self, options):
+    for name in ("num_train_steps", "max_eval_steps", "max_predictions_per_seq"):
+      checks.check_positive(name, FLAGS[name].value)
+    if FLAGS.num_warmup_steps < 0:
+      raise UserInputError("--num_warmup_steps must not be negative.")
+
+  def read_examples(self, run, split):
+    """The --input_file records (checked once: both splits read them)."""
+    if self.input_files is None:
+      self.input_files = input_pipeline.expand_files(FLAGS.input_file)
+      input_pipeline.check_record_files(self.input_files, self.feature_spec(run, split))
+      logging.info("Input files: %s", ", ".join(self.input_files))
+    return self.input_files
+
+  def record_files(self, run, split, examples):
+    return examples  # the input files themselves
+
+  def describe(self, split, examples):
+    return "%d input file(s)" % len(examples)
+
+  def feature_spec(self, run, split):
+    return input_pipeline.pretraining_features(run.options.max_seq_length,
+                                               FLAGS.max_predictions_per_seq)
+
+  def make_task(self, run):
+    return PretrainingTask(run.config, **run.options.task_options())
+
+  def train_steps(self, run, examples):
+    return FLAGS.num_train_steps, FLAGS.num_warmup_steps
+
+  def on_start(self, run):
+    """The model's config beside its checkpoints (the fine-tuning runners read it)."""
+    with tf.io.gfile.GFile(run.output_path("bert_config.json"), "w") as f:
+      f.write(run.config.to_json_string())
 
 
 def main(_):
-  run = runner.prepare(FLAGS, ["bert_config_file", "input_file", "output_dir"])
-  check_flags(run.strategy)
-  input_files = input_pipeline.expand_files(FLAGS.input_file)
-  features = input_pipeline.pretraining_features(FLAGS.max_seq_length,
-                                                 FLAGS.max_predictions_per_seq)
-  input_pipeline.check_record_files(input_files, features)
-  logging.info("Input files: %s", ", ".join(input_files))
-  logging.info("Strategy: %s with %d replica(s)", runner.strategy_name(FLAGS),
-               run.strategy.num_replicas_in_sync)
-
-  task = PretrainingTask(run.config, **runner.task_options(FLAGS))
-  trainer = runner.make_trainer(FLAGS, run.strategy, task, FLAGS.num_train_steps,
-                                FLAGS.num_warmup_steps)
-  with tf.io.gfile.GFile(tf.io.gfile.join(FLAGS.output_dir, "bert_config.json"), "w") as f:
-    f.write(run.config.to_json_string())
-
-  if FLAGS.do_train:
-    logging.info("***** Running training: batch %d, %d steps *****", FLAGS.train_batch_size,
-                 FLAGS.num_train_steps)
-    runner.train_on_records(FLAGS, trainer, input_files, features, FLAGS.num_train_steps)
-
-  if FLAGS.do_eval:
-    if not FLAGS.do_train:
-      trainer.restore_or_initialize()
-    dataset = input_pipeline.record_dataset(input_files, features, FLAGS.eval_batch_size,
-                                            is_training=False, repeat=True, drop_remainder=True)
-    logging.info("***** Running evaluation: batch %d, %d steps *****", FLAGS.eval_batch_size,
-                 FLAGS.max_eval_steps)
-    result = trainer.evaluate(dataset, FLAGS.max_eval_steps)
-    runner.write_eval_results(trainer, FLAGS.output_dir, result)
+  cli.require_flags(FLAGS, "bert_config_file", "input_file", "output_dir")
+  runner.run_task(runner.RunOptions.from_flags(FLAGS, finetuning_flags=False), PretrainingHooks())
 
 
 if __name__ == "__main__":

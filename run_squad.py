@@ -16,14 +16,13 @@ eval_results.json; for v2 its best_f1_thresh can be fed back as
 """
 
 import json
-import os
 import random
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 import tensorflow as tf
 
-from bert_tf import cli, example_codec, input_pipeline, runner, runner_flags
+from bert_tf import checks, cli, runner, runner_flags
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import squad
 from bert_tf.tasks.squad import metrics as squad_metrics
@@ -57,40 +56,81 @@ runner_flags.define_finetuning_flags(
                 "context strings and returns the answer; `serve_ids` returns logits.")
 
 
-def validate_flags():
-  """run_squad's own checks, before anything runs (the shared ones are in runner.prepare)."""
-  if FLAGS.do_train and not FLAGS.train_file:
-    raise UserInputError("If `do_train` is True, then `train_file` must be specified.")
-  if FLAGS.do_predict and not FLAGS.predict_file:
-    raise UserInputError("If `do_predict` is True, then `predict_file` must be specified.")
-  if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
-    raise UserInputError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3" %
-                         (FLAGS.max_seq_length, FLAGS.max_query_length))
-  for name in ("doc_stride", "n_best_size", "max_answer_length"):
-    if FLAGS[name].value < 1:
-      raise UserInputError("--%s must be positive, got %d." % (name, FLAGS[name].value))
-  if FLAGS.max_query_length < 0:
-    raise UserInputError("--max_query_length must not be negative.")
+class SquadHooks(runner.TaskHooks):
+  """SQuAD: document windows as features, answers from the start/end logits."""
 
+  # The original wrote the predict file's features to eval.tf_record.
+  record_names = dict(runner.TaskHooks.record_names, predict="eval.tf_record")
+  one_record_per_example = False  # a long context gives several windows
 
-def write_features(examples, tokenizer, path, is_training):
-  """The original FeatureWriter over convert_examples_to_features; returns
-  (count, features kept in memory for write_predictions when predicting)."""
-  kept = []
+  def __init__(self):
+    self.counts = {}  # split -> the number of features written
+    self.predict_features = []  # kept for write_predictions
 
-  def records():
+  def check(self, options):
+    if options.do_train and not FLAGS.train_file:
+      raise UserInputError("If `do_train` is True, then `train_file` must be specified.")
+    if options.do_predict and not FLAGS.predict_file:
+      raise UserInputError("If `do_predict` is True, then `predict_file` must be specified.")
+    if options.max_seq_length <= FLAGS.max_query_length + 3:
+      raise UserInputError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
+                           % (options.max_seq_length, FLAGS.max_query_length))
+    for name in ("doc_stride", "n_best_size", "max_answer_length"):
+      checks.check_positive(name, FLAGS[name].value)
+    if FLAGS.max_query_length < 0:
+      raise UserInputError("--max_query_length must not be negative.")
+
+  def read_examples(self, run, split):
+    if split == "train":
+      examples = squad.read_squad_examples(FLAGS.train_file, True,
+                                           FLAGS.version_2_with_negative)
+      random.Random(12345).shuffle(examples)  # as the original, before making features
+      return examples
+    return squad.read_squad_examples(FLAGS.predict_file, False)
+
+  def encode(self, run, split, examples):
+    """The original FeatureWriter over convert_examples_to_features."""
+    is_training = split == "train"
     features = []
-    squad.convert_examples_to_features(examples, tokenizer, FLAGS.max_seq_length,
+    squad.convert_examples_to_features(examples, run.tokenizer, run.options.max_seq_length,
                                        FLAGS.doc_stride, FLAGS.max_query_length, is_training,
                                        features.append)
     for feature in features:
       yield squad.encode_feature(feature, is_training)
-      if not is_training:
-        kept.append(feature)
+    self.counts[split] = len(features)
+    if not is_training:
+      self.predict_features = features
 
-  count = example_codec.write_records(
-      path, records(), description="train features" if is_training else "predict features")
-  return count, kept
+  def describe(self, split, examples):
+    return "%d examples, %d features" % (len(examples), self.counts[split])
+
+  def feature_spec(self, run, split):
+    return squad.feature_spec(run.options.max_seq_length, split == "train")
+
+  def make_task(self, run):
+    return squad.SquadTask(run.config, **run.options.task_options())
+
+  def postprocess_predict(self, run, examples, outputs):
+    results = [squad.RawResult(int(uid), [float(x) for x in start], [float(x) for x in end])
+               for uid, start, end in zip(outputs["unique_ids"], outputs["start_logits"],
+                                          outputs["end_logits"])]
+    out = run.output_path
+    predictions, _, null_odds = squad.write_predictions(
+        examples, self.predict_features, results, FLAGS.n_best_size, FLAGS.max_answer_length,
+        run.options.do_lower_case, out("predictions.json"), out("nbest_predictions.json"),
+        out("null_odds.json"), FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold,
+        FLAGS.verbose_logging, run.options.strip_accents)
+    logging.info("Wrote predictions for %d questions to %s", len(predictions),
+                 out("predictions.json"))
+    evaluate(run, predictions, null_odds)
+
+  def export(self, run):
+    from bert_tf.tasks.squad.export import export_squad
+    options = run.options
+    export_squad(options.export_dir, run.trainer.model, options.vocab_file, options.do_lower_case,
+                 options.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length,
+                 FLAGS.max_answer_length, FLAGS.n_best_size, FLAGS.version_2_with_negative,
+                 strip_accents=options.strip_accents)
 
 
 def has_answers(dataset_json):
@@ -98,62 +138,7 @@ def has_answers(dataset_json):
              for paragraph in article.get("paragraphs", []) for qa in paragraph.get("qas", []))
 
 
-def main(_):
-  validate_flags()
-  run = runner.prepare(FLAGS, ["bert_config_file", "vocab_file", "output_dir"])
-  out = lambda name: os.path.join(FLAGS.output_dir, name)
-  # Both files are read before training, so a bad predict file is reported up front.
-  train_examples = []
-  if FLAGS.do_train:
-    train_examples = squad.read_squad_examples(FLAGS.train_file, True,
-                                               FLAGS.version_2_with_negative)
-    random.Random(12345).shuffle(train_examples)  # as the original, before making features
-  predict_examples = (squad.read_squad_examples(FLAGS.predict_file, False)
-                      if FLAGS.do_predict else [])
-  num_train_steps, num_warmup_steps = runner.num_train_steps(FLAGS, len(train_examples))
-  task = squad.SquadTask(run.config, **runner.task_options(FLAGS))
-  trainer = runner.make_trainer(FLAGS, run.strategy, task, num_train_steps, num_warmup_steps)
-
-  def write_train_file(path):
-    count, _ = write_features(train_examples, run.tokenizer, path, is_training=True)
-    return "%d examples, %d features" % (len(train_examples), count)
-
-  runner.train_or_restore(FLAGS, trainer, squad.feature_spec(FLAGS.max_seq_length, True),
-                          num_train_steps, write_train_file)
-
-  if FLAGS.do_predict:
-    predict_file = out("eval.tf_record")
-    _, features = write_features(predict_examples, run.tokenizer, predict_file,
-                                 is_training=False)
-    logging.info("***** Running predictions: %d examples, %d features, batch %d *****",
-                 len(predict_examples), len(features), FLAGS.predict_batch_size)
-    dataset = input_pipeline.record_dataset(
-        [predict_file], squad.feature_spec(FLAGS.max_seq_length, False),
-        FLAGS.predict_batch_size, is_training=False)
-    outputs = trainer.predict(dataset)
-    results = [squad.RawResult(int(uid), [float(x) for x in start], [float(x) for x in end])
-               for uid, start, end in zip(outputs["unique_ids"], outputs["start_logits"],
-                                          outputs["end_logits"])]
-    if trainer.chief:
-      predictions, _, null_odds = squad.write_predictions(
-          predict_examples, features, results, FLAGS.n_best_size, FLAGS.max_answer_length,
-          FLAGS.do_lower_case, out("predictions.json"), out("nbest_predictions.json"),
-          out("null_odds.json"), FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold,
-          FLAGS.verbose_logging, FLAGS.strip_accents)
-      logging.info("Wrote predictions for %d questions to %s", len(predictions),
-                   out("predictions.json"))
-      evaluate(predictions, null_odds)
-
-  if FLAGS.export_dir and trainer.chief:
-    from bert_tf.tasks.squad.export import export_squad
-    export_squad(FLAGS.export_dir, trainer.model, FLAGS.vocab_file, FLAGS.do_lower_case,
-                 FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length,
-                 FLAGS.max_answer_length, FLAGS.n_best_size, FLAGS.version_2_with_negative,
-                 strip_accents=FLAGS.strip_accents)
-    logging.info("Exported a SavedModel to %s", FLAGS.export_dir)
-
-
-def evaluate(predictions, null_odds):
+def evaluate(run, predictions, null_odds):
   """The official metrics into eval_results.json, when the predict file has answers."""
   dataset_json = squad.load_squad_json(FLAGS.predict_file)
   if not has_answers(dataset_json):
@@ -166,11 +151,15 @@ def evaluate(predictions, null_odds):
       logging.warning("%s: %d questions have no answers and are left out of the v1.1 "
                       "evaluation (for SQuAD 2.0 data use --version_2_with_negative=true)",
                       FLAGS.predict_file, result["skipped_without_answers"])
-  path = os.path.join(FLAGS.output_dir, "eval_results.json")
-  with tf.io.gfile.GFile(path, "w") as f:
+  with tf.io.gfile.GFile(run.output_path("eval_results.json"), "w") as f:
     f.write(json.dumps(result, indent=2) + "\n")
   for key, value in result.items():
     logging.info("  %s = %s", key, value)
+
+
+def main(_):
+  cli.require_flags(FLAGS, "bert_config_file", "vocab_file", "output_dir")
+  runner.run_task(runner.RunOptions.from_flags(FLAGS, eval_flags=False), SquadHooks())
 
 
 if __name__ == "__main__":

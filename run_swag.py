@@ -16,9 +16,9 @@ Google-layout checkpoints as cls/swag/output_weights [1, hidden_size].
 import os
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
-from absl import flags, logging
+from absl import flags
 
-from bert_tf import cli, example_codec, input_pipeline, runner, runner_flags
+from bert_tf import cli, runner, runner_flags
 from bert_tf.tasks import swag
 
 FLAGS = flags.FLAGS
@@ -31,51 +31,41 @@ runner_flags.define_finetuning_flags(
 runner_flags.define_eval_flags("Whether to evaluate on val.csv.")
 
 
-def write_feature_file(examples, tokenizer, path, description):
-  records = (swag.encode_features(swag.convert_example(e, FLAGS.max_seq_length, tokenizer))
-             for e in examples)
-  return example_codec.write_records(path, records, len(examples), description)
+class SwagHooks(runner.TaskHooks):
+  """SWAG: a context and four endings per example, one score per ending."""
+
+  # The files of --data_dir per split.
+  data_files = {"train": ("train.csv", True), "eval": ("val.csv", True),
+                "predict": ("test.csv", False)}
+
+  def read_examples(self, run, split):
+    name, has_labels = self.data_files[split]
+    return swag.read_swag_examples(os.path.join(FLAGS.data_dir, name), has_labels)
+
+  def encode(self, run, split, examples):
+    for example in examples:
+      yield swag.encode_features(swag.convert_example(example, run.options.max_seq_length,
+                                                      run.tokenizer))
+
+  def feature_spec(self, run, split):
+    return swag.feature_spec(run.options.max_seq_length)
+
+  def make_task(self, run):
+    return swag.MultipleChoiceTask(run.config, **run.options.task_options())
+
+  def postprocess_predict(self, run, examples, outputs):
+    runner.write_test_results(run.output_path("test_results.tsv"), outputs["probabilities"])
+
+  def export(self, run):
+    from bert_tf.tasks.swag.export import export_swag
+    options = run.options
+    export_swag(options.export_dir, run.trainer.model, options.vocab_file, options.do_lower_case,
+                options.max_seq_length, strip_accents=options.strip_accents)
 
 
 def main(_):
-  run = runner.prepare(FLAGS, ["data_dir", "vocab_file", "bert_config_file", "output_dir"])
-  spec = swag.feature_spec(FLAGS.max_seq_length)
-  data = lambda name: os.path.join(FLAGS.data_dir, name)
-  out = lambda name: os.path.join(FLAGS.output_dir, name)
-  # Every data file is read before training (a bad val.csv is reported up front).
-  train_examples = swag.read_swag_examples(data("train.csv"), True) if FLAGS.do_train else []
-  dev_examples = swag.read_swag_examples(data("val.csv"), True) if FLAGS.do_eval else []
-  test_examples = swag.read_swag_examples(data("test.csv"), False) if FLAGS.do_predict else []
-
-  num_train_steps, num_warmup_steps = runner.num_train_steps(FLAGS, len(train_examples))
-  task = swag.MultipleChoiceTask(run.config, **runner.task_options(FLAGS))
-  trainer = runner.make_trainer(FLAGS, run.strategy, task, num_train_steps, num_warmup_steps)
-
-  def write_train_file(path):
-    write_feature_file(train_examples, run.tokenizer, path, "train features")
-    return "%d examples" % len(train_examples)
-
-  runner.train_or_restore(FLAGS, trainer, spec, num_train_steps, write_train_file)
-
-  if FLAGS.do_eval:
-    eval_file = out("eval.tf_record")
-    write_feature_file(dev_examples, run.tokenizer, eval_file, "eval features")
-    result = trainer.evaluate(input_pipeline.record_dataset([eval_file], spec,
-                                                            FLAGS.eval_batch_size, False))
-    runner.write_eval_results(trainer, FLAGS.output_dir, result)
-
-  if FLAGS.do_predict:
-    predict_file = out("predict.tf_record")
-    write_feature_file(test_examples, run.tokenizer, predict_file, "predict features")
-    outputs = trainer.predict(input_pipeline.record_dataset([predict_file], spec,
-                                                            FLAGS.predict_batch_size, False))
-    runner.write_test_results(trainer, out("test_results.tsv"), outputs["probabilities"])
-
-  if FLAGS.export_dir and trainer.chief:
-    from bert_tf.tasks.swag.export import export_swag
-    export_swag(FLAGS.export_dir, trainer.model, FLAGS.vocab_file, FLAGS.do_lower_case,
-                FLAGS.max_seq_length, strip_accents=FLAGS.strip_accents)
-    logging.info("Exported a SavedModel to %s", FLAGS.export_dir)
+  cli.require_flags(FLAGS, "data_dir", "vocab_file", "bert_config_file", "output_dir")
+  runner.run_task(runner.RunOptions.from_flags(FLAGS), SwagHooks())
 
 
 if __name__ == "__main__":

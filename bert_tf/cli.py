@@ -38,14 +38,16 @@ def require_flags(flag_values, *names):
     raise UserInputError("missing required flag(s): %s" % ", ".join("--" + n for n in missing))
 
 
-def define_tokenizer_flags():
-  """The original's tokenizer flags, for the scripts that define no bert_tf.runner_flags."""
+def define_tokenizer_flags(flag_values=flags.FLAGS):
+  """The original's tokenizer flags (the runners' and the scripts' that tokenize text)."""
   flags.DEFINE_string("vocab_file", None,
-                      "The vocabulary file that the BERT model was trained on.")
+                      "The vocabulary file that the BERT model was trained on.",
+                      flag_values=flag_values)
   flags.DEFINE_bool("do_lower_case", True,
                     "Whether to lower case the input text. Should be True for uncased models and "
-                    "False for cased models.")
-  flags.DEFINE_bool("strip_accents", None, tokenization.STRIP_ACCENTS_HELP)
+                    "False for cased models.", flag_values=flag_values)
+  flags.DEFINE_bool("strip_accents", None, tokenization.STRIP_ACCENTS_HELP,
+                    flag_values=flag_values)
 
 
 def define_pretraining_data_flags(

@@ -1,13 +1,19 @@
-"""What every runner does between its flags and the Trainer: checks, strategy, tokenizer, results.
+"""The runner template: the run's options, typed (RunOptions), and the one sequence every
+runner follows (run_task), filled with its task's hooks (TaskHooks):
 
-`prepare` runs every up-front check before any feature file is written or any
-step trained (required flags, numbers, sequence length vs the config, vocab vs
-the config, case vs the checkpoint name, batch sizes vs replicas, the export
-folder), each with one message naming the flag and the fix.
+  checks -> strategy -> tokenizer -> read every data file -> train (or restore)
+  -> evaluate -> predict -> export
+
+Every check runs before any feature file is written or any step trained (flag values,
+sequence length and vocab vs the config, casing vs the checkpoint name, batch sizes vs
+replicas, the export folder, the checkpoint, the output folder), and every data file is
+read before training, so a typo in the dev file is reported before hours of training.
+A runner script is its flags and a TaskHooks subclass.
 """
 
 import dataclasses
 import os
+from typing import Optional
 import uuid
 
 from absl import logging
@@ -15,140 +21,326 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import cli, distribution, run_lock, tokenization, training
+from bert_tf import (checks, distribution, example_codec, input_pipeline, run_lock, tokenization,
+                     training)
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError, io_reason
-
-_ACTIONS = ("do_train", "do_eval", "do_predict", "export_dir")
-
-
-def _value(values, name, default=None):
-  """A flag's value, or `default` for a flag this runner does not define."""
-  return values[name].value if name in values else default
-
-
-def strategy_name(values):
-  return values.distribution_strategy or ("tpu" if values.use_tpu else "one_device")
-
-
-def make_strategy(values):
-  """The strategy from the flags; call before anything else touches TensorFlow devices."""
-  return distribution.get_strategy(strategy_name(values), values.cpu_devices, values.tpu_name,
-                                   values.tpu_zone, values.gcp_project, values.master)
-
-
-def dtype_policy(values):
-  return "mixed_" + values.mixed_precision if values.mixed_precision else None
-
-
-def use_one_hot_embeddings(values):
-  """The original used one-hot embedding lookups exactly when running on TPUs."""
-  return strategy_name(values) == "tpu"
-
 
 # Under XLA each sequence length is a compilation: cut lengths to multiples of this.
 XLA_LENGTH_BUCKET = 16
 
+# Each data split and the action flag that asks for it.
+SPLITS = (("train", "do_train"), ("eval", "do_eval"), ("predict", "do_predict"))
 
-def task_options(values):
-  """The keyword arguments every task takes from the hardware flags."""
-  return {"use_one_hot_embeddings": use_one_hot_embeddings(values),
-          "dtype": dtype_policy(values),
-          "dynamic_length": not values.pad_to_max_seq_length,
-          "length_bucket": XLA_LENGTH_BUCKET if values.jit_compile else 1}
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+  """What the template reads from the flags of bert_tf.runner_flags, typed.
+
+  `actions` names the action flags the runner offers (for the "nothing to do" message);
+  a field of a flag group the runner did not define keeps its default.
+  """
+  bert_config_file: Optional[str] = None
+  output_dir: Optional[str] = None
+  init_checkpoint: Optional[str] = None
+  max_seq_length: int = 128
+  # The tokenizer (fine-tuning runners).
+  vocab_file: Optional[str] = None
+  do_lower_case: bool = True
+  strip_accents: Optional[bool] = None
+  # What to do.
+  do_train: bool = False
+  do_eval: bool = False
+  do_predict: bool = False
+  export_dir: Optional[str] = None
+  actions: tuple = ("do_train", "do_eval", "do_predict", "export_dir")
+  # Training, evaluation, prediction.
+  train_batch_size: int = 32
+  eval_batch_size: int = 8
+  predict_batch_size: int = 8
+  learning_rate: float = 5e-5
+  num_train_epochs: Optional[float] = 3.0  # None: the runner counts steps itself (pretraining)
+  warmup_proportion: Optional[float] = 0.1
+  save_checkpoints_steps: int = 1000
+  iterations_per_loop: int = 1000
+  # Hardware: a strategy of distribution.STRATEGIES and how to use it.
+  strategy: str = "one_device"
+  cpu_devices: int = 1
+  tpu_name: Optional[str] = None
+  tpu_zone: Optional[str] = None
+  gcp_project: Optional[str] = None
+  master: Optional[str] = None
+  mixed_precision: Optional[str] = None  # "float16" or "bfloat16"
+  jit_compile: bool = False
+  gradient_accumulation_steps: int = 1
+  optimizer: str = "adamw"
+  pad_to_max_seq_length: bool = False
+  shuffle_seed: int = 12345
+
+  @classmethod
+  def from_flags(cls, values, eval_flags=True, finetuning_flags=True):
+    """The options of parsed flags: those of runner_flags.define_training_flags, plus
+    define_eval_flags' with `eval_flags` and define_finetuning_flags' with
+    `finetuning_flags` (say False for a group the runner did not define)."""
+    v = lambda name: values[name].value
+    fields = dict(
+        bert_config_file=v("bert_config_file"), output_dir=v("output_dir"),
+        init_checkpoint=v("init_checkpoint"), max_seq_length=v("max_seq_length"),
+        do_train=v("do_train"), train_batch_size=v("train_batch_size"),
+        learning_rate=v("learning_rate"), save_checkpoints_steps=v("save_checkpoints_steps"),
+        iterations_per_loop=v("iterations_per_loop"),
+        strategy=v("distribution_strategy") or ("tpu" if v("use_tpu") else "one_device"),
+        cpu_devices=v("cpu_devices"), tpu_name=v("tpu_name"), tpu_zone=v("tpu_zone"),
+        gcp_project=v("gcp_project"), master=v("master"),
+        mixed_precision=v("mixed_precision"), jit_compile=v("jit_compile"),
+        gradient_accumulation_steps=v("gradient_accumulation_steps"),
+        optimizer=v("optimizer"), pad_to_max_seq_length=v("pad_to_max_seq_length"),
+        shuffle_seed=v("shuffle_seed"),
+        num_train_epochs=None, warmup_proportion=None)
+    actions = ["do_train"]
+    if eval_flags:
+      fields.update(do_eval=v("do_eval"), eval_batch_size=v("eval_batch_size"))
+      actions.append("do_eval")
+    if finetuning_flags:
+      fields.update(vocab_file=v("vocab_file"), do_lower_case=v("do_lower_case"),
+                    strip_accents=v("strip_accents"), do_predict=v("do_predict"),
+                    predict_batch_size=v("predict_batch_size"),
+                    num_train_epochs=v("num_train_epochs"),
+                    warmup_proportion=v("warmup_proportion"), export_dir=v("export_dir"))
+      actions += ["do_predict", "export_dir"]
+    return cls(actions=tuple(actions), **fields)
+
+  def check(self):
+    """The checks that need no file: something to do, and numbers in range."""
+    if not any(getattr(self, action) for action in self.actions):
+      raise UserInputError("At least one of %s must be set." %
+                           ", ".join("--" + a for a in self.actions))
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
+                 "save_checkpoints_steps", "iterations_per_loop", "gradient_accumulation_steps"):
+      checks.check_positive(name, getattr(self, name))
+    if self.do_train and self.num_train_epochs is not None and not self.num_train_epochs > 0:
+      raise UserInputError("--num_train_epochs must be positive, got %s." % self.num_train_epochs)
+    if self.warmup_proportion is not None and not 0 <= self.warmup_proportion <= 1:
+      raise UserInputError("--warmup_proportion must be between 0 and 1, got %s." %
+                           self.warmup_proportion)
+    if self.learning_rate < 0:
+      raise UserInputError("--learning_rate must not be negative, got %s." % self.learning_rate)
+
+  def check_batch_sizes(self, replicas, whole_eval_batches=False):
+    """Train batches split evenly over micro-batches and replicas (and eval batches over
+    replicas when evaluation reads whole batches only)."""
+    micro = self.gradient_accumulation_steps
+    if self.train_batch_size % (micro * replicas):
+      raise UserInputError("--train_batch_size=%d must be divisible by "
+                           "--gradient_accumulation_steps (%d) times the number of replicas (%d)."
+                           % (self.train_batch_size, micro, replicas))
+    if whole_eval_batches and self.eval_batch_size % replicas:
+      raise UserInputError("--eval_batch_size=%d must be divisible by the number of replicas "
+                           "(%d)." % (self.eval_batch_size, replicas))
+
+  def batch_size(self, split):
+    return {"train": self.train_batch_size, "eval": self.eval_batch_size,
+            "predict": self.predict_batch_size}[split]
+
+  def train_steps(self, num_examples):
+    """The original's int(examples / batch * epochs) (at least 1) and its warmup steps."""
+    steps = max(1, int(num_examples / self.train_batch_size * self.num_train_epochs))
+    return steps, int(steps * self.warmup_proportion)
+
+  def task_options(self):
+    """The keyword arguments every Task takes from the hardware flags."""
+    return {"use_one_hot_embeddings": self.strategy == "tpu",  # as the original on TPUs
+            "dtype": "mixed_" + self.mixed_precision if self.mixed_precision else None,
+            "dynamic_length": not self.pad_to_max_seq_length,
+            "length_bucket": XLA_LENGTH_BUCKET if self.jit_compile else 1}
 
 
 @dataclasses.dataclass
 class Run:
-  """What `prepare` built: the model config, the strategy and (fine-tuning) the tokenizer."""
+  """What the template built from the options, for the hooks."""
+  options: RunOptions
   config: BertConfig
   strategy: tf.distribute.Strategy
-  tokenizer: tokenization.FullTokenizer = None
+  tokenizer: Optional[tokenization.FullTokenizer] = None
+  trainer: Optional[training.Trainer] = None
+
+  def output_path(self, name):
+    return os.path.join(self.options.output_dir, name)
 
 
-def _check_numbers(values, config, min_seq_length):
-  seq = values.max_seq_length
-  if seq > config.max_position_embeddings:
-    raise UserInputError(
-        "--max_seq_length=%d exceeds max_position_embeddings=%d of %s; lower --max_seq_length."
-        % (seq, config.max_position_embeddings, values.bert_config_file))
-  if seq < min_seq_length:
-    raise UserInputError("--max_seq_length=%d is too small: [CLS] and [SEP] tokens alone need "
-                         "%d positions." % (seq, min_seq_length))
-  for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-               "save_checkpoints_steps", "iterations_per_loop", "gradient_accumulation_steps"):
-    value = _value(values, name)
-    if value is not None and value < 1:
-      raise UserInputError("--%s must be a positive integer, got %d." % (name, value))
-  epochs = _value(values, "num_train_epochs")
-  if values.do_train and epochs is not None and not epochs > 0:
-    raise UserInputError("--num_train_epochs must be positive, got %s." % epochs)
-  warmup = _value(values, "warmup_proportion")
-  if warmup is not None and not 0 <= warmup <= 1:
-    raise UserInputError("--warmup_proportion must be between 0 and 1, got %s." % warmup)
-  if values.learning_rate < 0:
-    raise UserInputError("--learning_rate must not be negative, got %s." % values.learning_rate)
+class TaskHooks:
+  """A task as the template asks for it. A runner subclasses this and overrides what its
+  task needs; the defaults fit fine-tuning on examples read from text files."""
+
+  uses_tokenizer = True  # False: the task reads existing record files and has no vocab
+  min_seq_length = 3  # the smallest --max_seq_length the task's packing can use
+  # Feature files written under --output_dir, per split (the original's names).
+  record_names = {"train": "train.tf_record", "eval": "eval.tf_record",
+                  "predict": "predict.tf_record"}
+  one_record_per_example = True  # False: the count is unknown until written (SQuAD windows)
+  eval_with_predictions = False  # postprocess_eval needs the per-example outputs
+  # Evaluation of max_eval_steps whole batches of repeated input (run_pretraining's).
+  eval_repeats = False
+  max_eval_steps = None
+
+  def check(self, options):
+    """The runner's own flag checks (the shared ones are the template's)."""
+
+  def read_examples(self, run, split):
+    """The inputs of `split` ("train", "eval", "predict"), all read before any training."""
+    raise NotImplementedError
+
+  def encode(self, run, split, examples):
+    """Serialized tf.train.Examples of the features of `examples` (an iterable)."""
+    raise NotImplementedError
+
+  def record_files(self, run, split, examples):
+    """The record files `split` reads: its examples' features, written to --output_dir."""
+    path = run.output_path(self.record_names[split])
+    total = len(examples) if self.one_record_per_example else None
+    example_codec.write_records(path, self.encode(run, split, examples), total,
+                                split + " features")
+    return [path]
+
+  def describe(self, split, examples):
+    """What `split` holds, for the log."""
+    return "%d examples" % len(examples)
+
+  def feature_spec(self, run, split):
+    """The features of the record files: name -> (length, dtype)."""
+    raise NotImplementedError
+
+  def make_task(self, run):
+    """The bert_tf.tasks Task to train (its constructor takes run.options.task_options())."""
+    raise NotImplementedError
+
+  def train_steps(self, run, examples):
+    """(training steps, warmup steps) for the training examples."""
+    return run.options.train_steps(len(examples))
+
+  def on_start(self, run):
+    """Called once the Trainer exists, before training or restoring."""
+
+  def postprocess_eval(self, run, examples, result, outputs):
+    """The eval_results.txt entries: Trainer metrics `result`, with the task's own added from
+    `outputs` (per-example arrays, with eval_with_predictions). Chief only."""
+    return result
+
+  def postprocess_predict(self, run, examples, outputs):
+    """Writes the prediction files from `outputs` (per-example arrays). Chief only."""
+
+  def export(self, run):
+    """Writes the task's SavedModel of run.trainer.model to --export_dir. Chief only."""
+    raise NotImplementedError
 
 
-def check_batch_sizes(values, strategy):
-  """Train batches split evenly over micro-batches and replicas."""
-  replicas = strategy.num_replicas_in_sync
-  micro = values.gradient_accumulation_steps
-  if values.train_batch_size % (micro * replicas):
-    raise UserInputError("--train_batch_size=%d must be divisible by --gradient_accumulation_steps"
-                         " (%d) times the number of replicas (%d)." %
-                         (values.train_batch_size, micro, replicas))
+def run_task(options, hooks):
+  """The run of a runner: every check, then train, evaluate, predict and export as asked."""
+  run = prepare(options, hooks)
+  # Every data file is read before training, so a missing dev or test file is reported
+  # before hours of training, not after.
+  inputs = {split: hooks.read_examples(run, split)
+            for split, action in SPLITS if getattr(options, action)}
+  num_train_steps, num_warmup_steps = hooks.train_steps(run, inputs.get("train", []))
+  run.trainer = make_trainer(options, run.strategy, hooks.make_task(run), num_train_steps,
+                             num_warmup_steps)
+  hooks.on_start(run)
+  if options.do_train:
+    _train(run, hooks, inputs["train"], num_train_steps)
+  else:  # the latest state in --output_dir, or --init_checkpoint, for the steps below
+    run.trainer.restore_or_initialize()
+  if options.do_eval:
+    _evaluate(run, hooks, inputs["eval"])
+  if options.do_predict:
+    _predict(run, hooks, inputs["predict"])
+  if options.export_dir and run.trainer.chief:
+    hooks.export(run)
+    logging.info("Exported a SavedModel to %s", options.export_dir)
 
 
-def make_tokenizer(values, config):
-  """The FullTokenizer of --vocab_file, checked against the config's vocab_size."""
-  tokenizer = tokenization.FullTokenizer(values.vocab_file, values.do_lower_case,
-                                         strip_accents=values.strip_accents)
-  if max(tokenizer.vocab.values()) >= config.vocab_size:
-    raise UserInputError("Vocab file %s has %d tokens but vocab_size=%d in %s; use the vocab "
-                         "file that belongs to the checkpoint." %
-                         (values.vocab_file, max(tokenizer.vocab.values()) + 1, config.vocab_size,
-                          values.bert_config_file))
-  return tokenizer
-
-
-def prepare(values, required, min_seq_length=3):
-  """Checks everything that can be checked before any work; returns a Run.
-
-  Args:
-    values: the runner's FLAGS.
-    required: names of flags that must be set.
-    min_seq_length: the smallest --max_seq_length the runner's packing can use.
-  """
-  cli.require_flags(values, *required)
-  actions = [a for a in _ACTIONS if a in values]
-  if not any(values[a].value for a in actions):
-    raise UserInputError("At least one of %s must be set." %
-                         ", ".join("--" + a for a in actions))
-  if "do_lower_case" in values:
-    try:
-      tokenization.validate_case_matches_checkpoint(values.do_lower_case, values.init_checkpoint)
-    except ValueError as e:
-      raise UserInputError(str(e)) from None
-  config = BertConfig.from_json_file(values.bert_config_file)
-  _check_numbers(values, config, min_seq_length)
-  if _value(values, "export_dir"):
+def prepare(options, hooks):
+  """Everything checked that can be before any work; returns the Run (no trainer yet)."""
+  options.check()
+  hooks.check(options)
+  if hooks.uses_tokenizer:
+    checks.check_case(options.do_lower_case, options.init_checkpoint)
+  config = BertConfig.from_json_file(options.bert_config_file)
+  checks.check_seq_length(options.max_seq_length, config, hooks.min_seq_length)
+  if options.export_dir:
     from bert_tf import export
-    export.check_export_dir(values.export_dir)
-  tokenizer = make_tokenizer(values, config) if "vocab_file" in values else None
-  strategy = make_strategy(values)
-  check_batch_sizes(values, strategy)
-  if _value(values, "init_checkpoint"):
-    _check_init_checkpoint(values.init_checkpoint)
-  make_output_dir(values.output_dir)
-  run_lock.acquire(values.output_dir, distribution.worker_name(strategy))
-  keras.utils.set_random_seed(values.shuffle_seed)  # weight init and dropout; after device setup
-  return Run(config, strategy, tokenizer)
+    export.check_export_dir(options.export_dir)
+  tokenizer = None
+  if hooks.uses_tokenizer:
+    tokenizer = checks.checked_tokenizer(options.vocab_file, options.do_lower_case,
+                                         options.strip_accents, config)
+  strategy = make_strategy(options)
+  logging.info("Strategy: %s with %d replica(s)", options.strategy,
+               strategy.num_replicas_in_sync)
+  options.check_batch_sizes(strategy.num_replicas_in_sync, hooks.eval_repeats)
+  if options.init_checkpoint:
+    check_init_checkpoint(options.init_checkpoint)
+  make_output_dir(options.output_dir)
+  run_lock.acquire(options.output_dir, distribution.worker_name(strategy))
+  keras.utils.set_random_seed(options.shuffle_seed)  # weight init and dropout; after device setup
+  return Run(options, config, strategy, tokenizer)
 
 
-def _check_init_checkpoint(path):
-  """A missing or damaged --init_checkpoint stops here, not after the feature files are
-  written."""
+def _train(run, hooks, examples, num_train_steps):
+  options = run.options
+  files = hooks.record_files(run, "train", examples)
+  logging.info("***** Running training: %s, batch %d, %d steps *****",
+               hooks.describe("train", examples), options.train_batch_size, num_train_steps)
+  dataset = input_pipeline.record_dataset(
+      files, hooks.feature_spec(run, "train"),
+      options.train_batch_size // options.gradient_accumulation_steps, is_training=True,
+      seed=options.shuffle_seed)
+  run.trainer.train(dataset, num_train_steps, options.save_checkpoints_steps,
+                    log_steps=options.iterations_per_loop)
+
+
+def _evaluate(run, hooks, examples):
+  files = hooks.record_files(run, "eval", examples)
+  batch = run.options.eval_batch_size
+  dataset = input_pipeline.record_dataset(
+      files, hooks.feature_spec(run, "eval"), batch, is_training=False,
+      repeat=hooks.eval_repeats, drop_remainder=hooks.eval_repeats)
+  logging.info("***** Running evaluation: %s, batch %d%s *****", hooks.describe("eval", examples),
+               batch, ", %d steps" % hooks.max_eval_steps if hooks.max_eval_steps else "")
+  if hooks.eval_with_predictions:
+    result, outputs = run.trainer.evaluate(dataset, hooks.max_eval_steps, with_predictions=True)
+  else:
+    result, outputs = run.trainer.evaluate(dataset, hooks.max_eval_steps), None
+  if not run.trainer.chief:
+    return
+  result = hooks.postprocess_eval(run, examples, result, outputs)
+  path = run.output_path("eval_results.txt")
+  training.write_results(path, result)  # the original's `key = value` lines, sorted
+  for key in sorted(result):
+    logging.info("  %s = %s", key, result[key])
+  logging.info("Wrote %s", path)
+
+
+def _predict(run, hooks, examples):
+  files = hooks.record_files(run, "predict", examples)
+  batch = run.options.predict_batch_size
+  dataset = input_pipeline.record_dataset(files, hooks.feature_spec(run, "predict"), batch,
+                                          is_training=False)
+  logging.info("***** Running prediction: %s, batch %d *****",
+               hooks.describe("predict", examples), batch)
+  outputs = run.trainer.predict(dataset)
+  if run.trainer.chief:
+    hooks.postprocess_predict(run, examples, outputs)
+
+
+def make_strategy(options):
+  """The strategy of the options; call before anything else touches TensorFlow devices."""
+  return distribution.get_strategy(options.strategy, options.cpu_devices, options.tpu_name,
+                                   options.tpu_zone, options.gcp_project, options.master)
+
+
+def check_init_checkpoint(path):
+  """A missing or unreadable --init_checkpoint stops here, not after the feature files are
+  written. The one place this is checked (runners, extract_features, export_tfhub)."""
   from bert_tf import checkpoints
   checkpoints.check_source(path)
 
@@ -170,64 +362,21 @@ def make_output_dir(path, flag="--output_dir"):
                          (flag, path, io_reason(e))) from None
 
 
-def num_train_steps(values, num_examples):
-  """The original's int(examples / batch * epochs) (at least 1) and its warmup steps."""
-  steps = max(1, int(num_examples / values.train_batch_size * values.num_train_epochs))
-  return steps, int(steps * values.warmup_proportion)
-
-
-def make_trainer(values, strategy, task, num_train_steps, num_warmup_steps):
-  """The Trainer every runner uses, configured from the shared flags."""
+def make_trainer(options, strategy, task, num_train_steps, num_warmup_steps):
+  """The Trainer of every runner, configured from the options."""
   from bert_tf import optimization
   return training.Trainer(
-      strategy, task, values.output_dir,
-      lambda names: optimization.create_optimizer(values.learning_rate, num_train_steps,
-                                                  num_warmup_steps, names, values.optimizer),
-      init_checkpoint=values.init_checkpoint,
-      accumulation_steps=values.gradient_accumulation_steps,
-      loss_scale=values.mixed_precision == "float16", jit_compile=values.jit_compile,
+      strategy, task, options.output_dir,
+      lambda names: optimization.create_optimizer(options.learning_rate, num_train_steps,
+                                                  num_warmup_steps, names, options.optimizer),
+      init_checkpoint=options.init_checkpoint,
+      accumulation_steps=options.gradient_accumulation_steps,
+      loss_scale=options.mixed_precision == "float16", jit_compile=options.jit_compile,
       worker=distribution.worker_name(strategy))
 
 
-def train_or_restore(values, trainer, spec, num_train_steps, write_train_file):
-  """--do_train: writes output_dir/train.tf_record with `write_train_file(path)` (which returns
-  what it wrote, e.g. "12 examples", for the log) and trains on it; otherwise restores the
-  latest state or --init_checkpoint for evaluation and prediction."""
-  if not values.do_train:
-    trainer.restore_or_initialize()
-    return
-  train_file = os.path.join(values.output_dir, "train.tf_record")
-  written = write_train_file(train_file)
-  logging.info("***** Running training: %s, batch %d, %d steps *****", written,
-               values.train_batch_size, num_train_steps)
-  train_on_records(values, trainer, [train_file], spec, num_train_steps)
-
-
-def train_on_records(values, trainer, files, spec, num_train_steps):
-  """Trains on TFRecord files of `spec` features with the shared batch/seed/save flags."""
-  from bert_tf import input_pipeline
-  dataset = input_pipeline.record_dataset(
-      files, spec, values.train_batch_size // values.gradient_accumulation_steps,
-      is_training=True, seed=values.shuffle_seed)
-  return trainer.train(dataset, num_train_steps, values.save_checkpoints_steps,
-                       log_steps=values.iterations_per_loop)
-
-
-def write_eval_results(trainer, output_dir, result, name="eval_results.txt"):
-  """The original's eval_results.txt (`key = value`, sorted), written by the chief only."""
-  if not trainer.chief:
-    return
-  path = os.path.join(output_dir, name)
-  training.write_results(path, result)
-  for key in sorted(result):
-    logging.info("  %s = %s", key, result[key])
-  logging.info("Wrote %s", path)
-
-
-def write_test_results(trainer, path, rows):
+def write_test_results(path, rows):
   """The original's test_results.tsv: one line of tab-separated float32 values per example."""
-  if not trainer.chief:
-    return
   with tf.io.gfile.GFile(path, "w") as writer:
     for row in rows:
       writer.write("\t".join(str(np.float32(v)) for v in row) + "\n")

@@ -50,7 +50,7 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import checkpoints, export, heads, text, tokenization
+from bert_tf import checkpoints, checks, export, heads, text, tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import INPUT_NAMES, BertModel
@@ -209,9 +209,7 @@ def build_preprocessor_module(vocab_file, do_lower_case, strip_accents=None, seq
   if tokenizer.cls_id is None or tokenizer.sep_id is None:
     raise UserInputError("Vocab file %s has no [CLS] or [SEP] token; the preprocessor cannot "
                          "pack inputs." % vocab_file)
-  if not isinstance(seq_length, int) or seq_length < 2:
-    raise UserInputError("seq_length=%r must be an integer of at least 2 ([CLS] and [SEP])."
-                         % (seq_length,))
+  checks.check_seq_length(seq_length, None, 2, flag="seq_length")  # [CLS] and [SEP]
   module = _ExportRoot(tokenizer, [])
   sentences = tf.TensorSpec([None], tf.string, name="sentences")
 
@@ -275,16 +273,8 @@ def export_from_checkpoint(bert_config_file, vocab_file, init_checkpoint, do_low
   export.check_export_dir(encoder_export_dir)
   export.check_export_dir(preprocessor_export_dir)
   config = BertConfig.from_json_file(bert_config_file)
-  vocab = tokenization.load_vocab(vocab_file)
-  if max(vocab.values()) >= config.vocab_size:
-    raise UserInputError("Vocab file %s has %d tokens but vocab_size=%d in %s; use the vocab "
-                         "file that belongs to the checkpoint." %
-                         (vocab_file, max(vocab.values()) + 1, config.vocab_size,
-                          bert_config_file))
-  limit = config.max_position_embeddings
-  if not isinstance(seq_length, int) or not 2 <= seq_length <= limit:
-    raise UserInputError("--seq_length=%r must be between 2 and max_position_embeddings=%d of %s."
-                         % (seq_length, limit, bert_config_file))
+  checks.check_vocab(tokenization.load_vocab(vocab_file), config, vocab_file)
+  checks.check_seq_length(seq_length, config, 2, flag="--seq_length")
   encoder = BertModel(config)
   head = None
   if with_mlm:

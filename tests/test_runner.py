@@ -1,18 +1,210 @@
-"""The shared runner skeleton: every runner gets every up-front check, before any work.
-
-Each case runs a real runner script and expects exit status 2, one message naming the
-flag or file, no traceback, and no feature file, checkpoint or export written.
+"""The runner template: RunOptions from the flags and the shared checks, in process; then
+every runner script gets every up-front check before any work (exit status 2, one message
+naming the flag or file, no traceback, and no feature file, checkpoint or export written).
 """
 
+import dataclasses
+import json
 import os
 import subprocess
 import sys
 
+from absl import flags
 import pytest
 
+from bert_tf import checks, runner, runner_flags, tokenization
+from bert_tf.config import BertConfig
+from bert_tf.errors import UserInputError
 from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _parsed(define, *args):
+  """A fresh FlagValues with the groups `define(values)` defines, parsed from `args`."""
+  values = flags.FlagValues()
+  define(values)
+  values(["runner"] + list(args))
+  return values
+
+
+def test_options_from_the_finetuning_flags():
+  def define(values):
+    runner_flags.define_finetuning_flags(max_seq_length=384, flag_values=values)
+    runner_flags.define_eval_flags(flag_values=values)
+
+  options = runner.RunOptions.from_flags(_parsed(
+      define, "--bert_config_file=c.json", "--vocab_file=v.txt", "--do_lower_case=false",
+      "--output_dir=out", "--do_train", "--do_predict", "--train_batch_size=12",
+      "--num_train_epochs=2", "--use_tpu", "--tpu_name=t1", "--mixed_precision=bfloat16",
+      "--jit_compile", "--export_dir=exp"))
+  assert options == runner.RunOptions(
+      bert_config_file="c.json", output_dir="out", max_seq_length=384, vocab_file="v.txt",
+      do_lower_case=False, do_train=True, do_predict=True, export_dir="exp",
+      train_batch_size=12, num_train_epochs=2.0, strategy="tpu", tpu_name="t1",
+      mixed_precision="bfloat16", jit_compile=True)
+  assert options.actions == ("do_train", "do_eval", "do_predict", "export_dir")
+  assert options.task_options() == {"use_one_hot_embeddings": True, "dtype": "mixed_bfloat16",
+                                    "dynamic_length": True, "length_bucket": 16}
+  # --distribution_strategy wins over --use_tpu; the default is one device.
+  assert runner.RunOptions.from_flags(_parsed(
+      define, "--use_tpu", "--distribution_strategy=mirrored")).strategy == "mirrored"
+  assert runner.RunOptions.from_flags(_parsed(define)).strategy == "one_device"
+
+
+def test_options_of_a_runner_without_finetuning_or_eval_flags():
+  def define(values):
+    runner_flags.define_training_flags(128, "help", flag_values=values)
+    runner_flags.define_eval_flags(flag_values=values)
+
+  values = _parsed(define, "--do_eval", "--eval_batch_size=16", "--cpu_devices=2",
+                   "--gradient_accumulation_steps=4")
+  options = runner.RunOptions.from_flags(values, finetuning_flags=False)
+  assert options.actions == ("do_train", "do_eval")
+  assert (options.do_eval, options.eval_batch_size, options.cpu_devices,
+          options.gradient_accumulation_steps) == (True, 16, 2, 4)
+  assert options.vocab_file is None and options.num_train_epochs is None
+  assert options.warmup_proportion is None and options.export_dir is None
+  # A group is read because the runner says it defined it, not because a flag exists.
+  with pytest.raises(KeyError):
+    runner.RunOptions.from_flags(values)
+  squad_like = _parsed(lambda v: runner_flags.define_finetuning_flags(flag_values=v))
+  assert runner.RunOptions.from_flags(squad_like, eval_flags=False).actions == (
+      "do_train", "do_predict", "export_dir")
+
+
+def test_no_action_names_the_runners_action_flags():
+  with pytest.raises(UserInputError, match=r"^At least one of --do_train, --do_eval must be "
+                     r"set\.$"):
+    runner.RunOptions(actions=("do_train", "do_eval")).check()
+  with pytest.raises(UserInputError, match="At least one of --do_train, --do_eval, --do_predict, "
+                     "--export_dir must be set"):
+    runner.RunOptions().check()
+  runner.RunOptions(export_dir="exp").check()  # an export alone is something to do
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"train_batch_size": 0}, "--train_batch_size must be a positive integer, got 0."),
+    ({"predict_batch_size": -1}, "--predict_batch_size must be a positive integer, got -1."),
+    ({"save_checkpoints_steps": 0}, "--save_checkpoints_steps must be a positive integer, got 0."),
+    ({"num_train_epochs": 0.0}, "--num_train_epochs must be positive, got 0.0."),
+    ({"warmup_proportion": 1.5}, "--warmup_proportion must be between 0 and 1, got 1.5."),
+    ({"learning_rate": -1e-5}, "--learning_rate must not be negative, got -1e-05."),
+])
+def test_numbers_out_of_range(change, message):
+  options = dataclasses.replace(runner.RunOptions(do_train=True), **change)
+  with pytest.raises(UserInputError) as error:
+    options.check()
+  assert str(error.value) == message
+
+
+def test_epochs_matter_only_for_training():
+  runner.RunOptions(do_eval=True, num_train_epochs=0.0).check()
+
+
+def test_batch_not_divisible_by_micro_batches_and_replicas():
+  options = runner.RunOptions(train_batch_size=12, gradient_accumulation_steps=4)
+  options.check_batch_sizes(1)
+  options.check_batch_sizes(3)
+  with pytest.raises(UserInputError) as error:
+    options.check_batch_sizes(2)
+  assert str(error.value) == ("--train_batch_size=12 must be divisible by "
+                              "--gradient_accumulation_steps (4) times the number of replicas (2).")
+  odd_eval = runner.RunOptions(train_batch_size=12, eval_batch_size=5)
+  odd_eval.check_batch_sizes(2)  # fine-tuning pads eval batches
+  with pytest.raises(UserInputError, match=r"--eval_batch_size=5 must be divisible by the number "
+                     r"of replicas \(2\)\."):
+    odd_eval.check_batch_sizes(2, whole_eval_batches=True)
+
+
+def test_train_steps_are_the_originals():
+  options = runner.RunOptions(train_batch_size=32, num_train_epochs=3.0, warmup_proportion=0.1)
+  assert options.train_steps(100) == (9, 0)  # int(100 / 32 * 3), int(0.9)
+  assert options.train_steps(3668) == (343, 34)  # MRPC's train set
+  assert options.train_steps(1) == (1, 0)  # at least one step
+
+
+def _config(**fields):
+  config = BertConfig(**dict({"vocab_size": 30522, "max_position_embeddings": 64}, **fields))
+  config.source_file = "/m/bert_config.json"
+  return config
+
+
+def test_sequence_length_against_the_config():
+  checks.check_seq_length(64, _config(), 3)
+  checks.check_seq_length(3, _config(), 3)
+  for value in (65, 2):
+    with pytest.raises(UserInputError) as error:
+      checks.check_seq_length(value, _config(), 3)
+    assert str(error.value) == ("--max_seq_length=%d must be between 3 and "
+                                "max_position_embeddings=64 of /m/bert_config.json." % value)
+  with pytest.raises(UserInputError, match=r"^--seq_length=1 must be between 2 and "):
+    checks.check_seq_length(1, _config(), 2, flag="--seq_length")
+  with pytest.raises(UserInputError, match=r"^seq_length=1 must be an integer of at least 2\.$"):
+    checks.check_seq_length(1, None, 2, flag="seq_length")
+
+
+def test_vocab_larger_than_the_config():
+  tokenizer = checks.checked_tokenizer(VOCAB_UNCASED, True, None, _config())
+  assert len(tokenizer.vocab) == 30522
+  with pytest.raises(UserInputError) as error:
+    checks.checked_tokenizer(VOCAB_UNCASED, True, None, _config(vocab_size=1000))
+  assert str(error.value) == (
+      "Vocab file %s has 30522 tokens but vocab_size=1000 in /m/bert_config.json; use the "
+      "vocab file that belongs to the checkpoint." % VOCAB_UNCASED)
+
+
+def test_cased_flags_with_an_uncased_checkpoint_name():
+  cases = json.loads((FIXTURES / "tokenization" /
+                      "validate_case_matches_checkpoint.json").read_text("utf-8"))
+  wrong = [c for c in cases if c["error"]]
+  assert wrong  # the original's messages, recorded from its tokenization.py
+  for case in wrong:
+    with pytest.raises(UserInputError) as error:
+      checks.check_case(case["do_lower_case"], case["init_checkpoint"])
+    assert str(error.value) == case["error"]
+  checks.check_case(True, "/x/uncased_L-12_H-768_A-12/bert_model.ckpt")
+  with pytest.raises(UserInputError, match="`--do_lower_case=False`.*seems to be a lowercased "
+                     "model"):
+    checks.check_case(False, "/x/uncased_L-12_H-768_A-12/bert_model.ckpt")
+
+
+class _Hooks(runner.TaskHooks):
+  def check(self, options):
+    if options.max_seq_length == 7:
+      raise UserInputError("the task's own check")
+
+
+def test_prepare_checks_before_creating_anything(tmp_path):
+  """Each failing check leaves no --output_dir; the passing run gets its config, tokenizer
+  and a writable output folder."""
+  good = runner.RunOptions(bert_config_file=TINY_CONFIG, vocab_file=VOCAB_UNCASED,
+                           init_checkpoint=TINY_CKPT, output_dir=str(tmp_path / "out"),
+                           max_seq_length=32, do_train=True, train_batch_size=4)
+  small = tmp_path / "bert_config.json"
+  small.write_text(open(TINY_CONFIG).read().replace('"vocab_size": 30522', '"vocab_size": 1000'))
+  (tmp_path / "export").mkdir()
+  (tmp_path / "export" / "saved_model.pb").write_text("")
+  for change, message in [
+      ({"do_train": False}, "At least one of"),
+      ({"max_seq_length": 7}, "the task's own check"),
+      ({"do_lower_case": False,
+        "init_checkpoint": "/x/uncased_L-12_H-768_A-12/bert_model.ckpt"}, "lowercased model"),
+      ({"max_seq_length": 65}, "must be between 3 and max_position_embeddings=64"),
+      ({"export_dir": str(tmp_path / "export")}, "already exists and is not empty"),
+      ({"bert_config_file": str(small)}, "has 30522 tokens but vocab_size=1000"),
+      ({"train_batch_size": 6, "gradient_accumulation_steps": 4}, "must be divisible"),
+      ({"init_checkpoint": str(tmp_path / "missing.ckpt")}, "missing.ckpt.index is missing"),
+  ]:
+    with pytest.raises(UserInputError, match=message):
+      runner.prepare(dataclasses.replace(good, **change), _Hooks())
+    assert not (tmp_path / "out").exists()
+  run = runner.prepare(good, _Hooks())
+  assert run.config.max_position_embeddings == 64 and run.strategy.num_replicas_in_sync == 1
+  assert isinstance(run.tokenizer, tokenization.FullTokenizer) and run.trainer is None
+  assert os.listdir(tmp_path / "out") == [] and run.output_path("x") == str(tmp_path / "out" / "x")
+
+
 MODEL = ["--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
          "--init_checkpoint=%s" % TINY_CKPT]
 RUNNERS = {
@@ -50,9 +242,9 @@ def test_a_non_empty_export_dir_stops_before_any_work(script, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("script,args,message", [
     ("run_classifier.py", ["--max_seq_length=65"],
-     "--max_seq_length=65 exceeds max_position_embeddings=64"),
-    ("run_swag.py", ["--max_seq_length=65"], "--max_seq_length=65 exceeds"),
-    ("run_classifier.py", ["--max_seq_length=2"], "--max_seq_length=2 is too small"),
+     "--max_seq_length=65 must be between 3 and max_position_embeddings=64 of %s." % TINY_CONFIG),
+    ("run_swag.py", ["--max_seq_length=65"], "--max_seq_length=65 must be between"),
+    ("run_classifier.py", ["--max_seq_length=2"], "--max_seq_length=2 must be between 3 and"),
     ("run_squad.py", ["--train_batch_size=0"], "--train_batch_size must be a positive integer"),
     ("run_swag.py", ["--num_train_epochs=0"], "--num_train_epochs must be positive"),
     ("run_classifier.py", ["--save_checkpoints_steps=0"], "--save_checkpoints_steps must be"),
@@ -82,3 +274,35 @@ def test_a_vocab_larger_than_the_config_is_refused(tmp_path):
   assert result.returncode == 2
   assert "has 30522 tokens but vocab_size=1000" in result.stderr
   assert written == []
+
+
+@pytest.mark.slow
+def test_the_scripts_share_the_model_checks(tmp_path):
+  """A runner, extract_features and export_tfhub refuse a foreign vocab and a casing that
+  contradicts the checkpoint's name with the same message (one implementation)."""
+  small = tmp_path / "bert_config.json"
+  small.write_text(open(TINY_CONFIG).read().replace('"vocab_size": 30522', '"vocab_size": 1000'))
+  scripts = {
+      "run_classifier.py": RUNNERS["run_classifier.py"] + [
+          "--output_dir=%s" % (tmp_path / "out"), "--do_train"],
+      "extract_features.py": ["--input_file=%s" % (tmp_path / "in.txt"), "--max_seq_length=32",
+                              "--layers=-1", "--output_file=%s" % (tmp_path / "out.jsonl")],
+      "export_tfhub.py": ["--encoder_export_dir=%s" % (tmp_path / "enc"),
+                          "--preprocessor_export_dir=%s" % (tmp_path / "pre"), "--seq_length=32"],
+  }
+  uncased_name = "/x/uncased_L-12_H-768_A-12/bert_model.ckpt"
+  cases = [
+      (["--bert_config_file=%s" % small],
+       "error: Vocab file %s has 30522 tokens but vocab_size=1000 in %s; use the vocab file "
+       "that belongs to the checkpoint." % (VOCAB_UNCASED, small)),
+      (["--init_checkpoint=%s" % uncased_name, "--do_lower_case=false"],
+       "error: You passed in `--do_lower_case=False` with `--init_checkpoint=%s`. However, "
+       "`uncased_L-12_H-768_A-12` seems to be a lowercased model" % uncased_name),
+  ]
+  for script, args in scripts.items():
+    for extra, message in cases:
+      result = subprocess.run([sys.executable, os.path.join(ROOT, script), *MODEL, *args, *extra],
+                              capture_output=True, text=True, timeout=300)
+      assert result.returncode == 2, (script, result.stderr[-2000:])
+      assert result.stderr.strip().splitlines()[-1].startswith(message), (script, result.stderr)
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["bert_config.json"]
