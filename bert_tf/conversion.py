@@ -7,7 +7,7 @@ output folder and the vocab, and chooses the casing written for transformers.
 
 import os
 
-from bert_tf import checkpoints, hf_checkpoints, tokenization
+from bert_tf import checkpoints, checks, hf_checkpoints, tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 
@@ -26,10 +26,7 @@ def _checked_vocab(vocab_file, config, config_file):
     raise UserInputError("Vocab file %s does not exist; pass --vocab_file=PATH/vocab.txt." %
                          vocab_file)
   vocab = tokenization.load_vocab(vocab_file)
-  if len(vocab) > config.vocab_size:
-    raise UserInputError("Vocab file %s has %d tokens but vocab_size=%d in %s; pass the vocab "
-                         "that belongs to the checkpoint with --vocab_file." %
-                         (vocab_file, len(vocab), config.vocab_size, config_file))
+  checks.check_vocab(vocab, config, vocab_file, config_file)
   return vocab
 
 

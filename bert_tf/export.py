@@ -87,15 +87,6 @@ def serving_function(fn, input_signature):
   return tf.function(fn, input_signature=input_signature, jit_compile=False, autograph=False)
 
 
-def check_seq_length(max_seq_length, encoder, min_length):
-  """Fails at export time, not at the first request, on a length the encoder cannot take."""
-  limit = encoder.config.max_position_embeddings
-  if not isinstance(max_seq_length, int) or not min_length <= max_seq_length <= limit:
-    raise UserInputError(
-        "max_seq_length=%r must be an integer between %d and max_position_embeddings=%d."
-        % (max_seq_length, min_length, limit))
-
-
 def checked_ids(input_word_ids, input_mask, input_type_ids, max_length):
   """The encoder's input dict; a too-long batch fails with a message, not a shape error."""
   check = tf.debugging.assert_less_equal(

@@ -31,7 +31,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints, export, modeling, sentence_models
+from bert_tf import checkpoints, checks, export, modeling, sentence_models
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.pooling import SentencePooling
@@ -55,7 +55,7 @@ class TextEmbedder(tf.Module):
 
   def __init__(self, encoder, pooling, tokenizer, max_seq_length, prompt="", name=None):
     super().__init__(name=name)
-    export.check_seq_length(max_seq_length, encoder, 2)
+    checks.check_seq_length(max_seq_length, encoder.config, 2, flag="max_seq_length")
     if tokenizer.cls_id is None or tokenizer.sep_id is None:
       raise UserInputError("The vocabulary has no [CLS] or [SEP] token; it cannot pack texts.")
     self.encoder, self.pooling, self.tokenizer = encoder, pooling, tokenizer

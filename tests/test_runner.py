@@ -202,7 +202,10 @@ def test_prepare_checks_before_creating_anything(tmp_path):
   run = runner.prepare(good, _Hooks())
   assert run.config.max_position_embeddings == 64 and run.strategy.num_replicas_in_sync == 1
   assert isinstance(run.tokenizer, tokenization.FullTokenizer) and run.trainer is None
-  assert os.listdir(tmp_path / "out") == [] and run.output_path("x") == str(tmp_path / "out" / "x")
+  # The folder holds only the lock naming this run (released when the process ends).
+  assert os.listdir(tmp_path / "out") == [".bert_tf.lock"]
+  assert '"pid": %d' % os.getpid() in (tmp_path / "out" / ".bert_tf.lock").read_text()
+  assert run.output_path("x") == str(tmp_path / "out" / "x")
 
 
 MODEL = ["--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from bert_tf import export
+from bert_tf import checks, export
 from bert_tf.errors import UserInputError
 
 
@@ -42,7 +42,8 @@ def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_leng
                            % (len(label_list), num_labels))
   export.check_export_dir(export_dir, overwrite)
   text_pair = bool(text_pair)
-  export.check_seq_length(max_seq_length, model, 3 if text_pair else 2)
+  checks.check_seq_length(max_seq_length, model.config, 3 if text_pair else 2,
+                         flag="max_seq_length")
   tokenizer = export.make_tokenizer(vocab_file, do_lower_case, strip_accents)
   module = export.ServingModule(tokenizer, [model])
   max_positions = model.config.max_position_embeddings

@@ -9,7 +9,7 @@ tests/test_export_squad.py checks each against the Python functions.
 
 import tensorflow as tf
 
-from bert_tf import export
+from bert_tf import checks, export
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.squad.data import WHITESPACE_CODE_POINTS
 
@@ -329,7 +329,7 @@ def export_squad(export_dir, model, vocab_file, do_lower_case, max_seq_length, d
   _check_int_at_least("max_answer_length", max_answer_length, 1)
   _check_int_at_least("n_best_size", n_best_size, 1)
   _check_int_at_least("window_batch_size", window_batch_size, 1)
-  export.check_seq_length(max_seq_length, model, 3)
+  checks.check_seq_length(max_seq_length, model.config, 3, flag="max_seq_length")
   if max_seq_length <= max_query_length + 3:
     raise UserInputError("The max_seq_length (%d) must be greater than max_query_length "
                          "(%d) + 3." % (max_seq_length, max_query_length))

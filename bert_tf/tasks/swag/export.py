@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from bert_tf import export
+from bert_tf import checks, export
 from bert_tf.tasks.swag.data import NUM_CHOICES
 
 
@@ -23,7 +23,7 @@ def export_swag(export_dir, model, vocab_file, do_lower_case, max_seq_length, ov
   Each choice is packed like run_swag: `[CLS] context [SEP] ending_i [SEP]`.
   """
   export.check_export_dir(export_dir, overwrite)
-  export.check_seq_length(max_seq_length, model, 3)
+  checks.check_seq_length(max_seq_length, model.config, 3, flag="max_seq_length")
   tokenizer = export.make_tokenizer(vocab_file, do_lower_case, strip_accents)
   module = export.ServingModule(tokenizer, [model])
   max_positions = model.config.max_position_embeddings
