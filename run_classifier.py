@@ -88,6 +88,9 @@ class ClassifierHooks(runner.TaskHooks):
     return glue.ClassificationTask(run.config, len(self.label_list) if self.label_list else 1,
                                    self.regression, **run.options.task_options())
 
+  def settings(self, run):
+    return {"task_name": self.task_name, "labels": self.label_list}
+
   def postprocess_eval(self, run, examples, result, outputs):
     if self.regression:
       labels = np.array([e.label for e in examples])

@@ -1,4 +1,5 @@
-"""Pretrain BERT with masked LM and next sentence prediction (paper section 3.1, appendix A).
+"""Pretrain BERT with masked LM and next sentence prediction (paper section 3.1, appendix A),
+or with one of the paper's Table 5 ablations (--pretraining_objective).
 
 Same flags as Google's run_pretraining.py, plus distribution, precision, XLA,
 gradient accumulation and optimizer choice:
@@ -9,15 +10,23 @@ gradient accumulation and optimizer choice:
     --num_train_steps=20 --num_warmup_steps=10 --learning_rate=2e-5
 
 Re-running the same command resumes from the last checkpoint in --output_dir.
+
+--pretraining_objective=mlm trains the masked LM alone ("No NSP"); =ltr a left-to-right
+LM ("LTR & No NSP"): the encoder gets a causal attention mask, recorded as
+causal_attention in the bert_config.json written to --output_dir, so every fine-tuning
+runner given that config keeps the left-to-right mask, as the paper's LTR model did.
 """
+
+import os
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 import tensorflow as tf
 
 from bert_tf import checks, cli, input_pipeline, runner, runner_flags
+from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
-from bert_tf.tasks.pretraining import PretrainingTask
+from bert_tf.tasks.pretraining import OBJECTIVES, PretrainingTask
 
 FLAGS = flags.FLAGS
 
@@ -28,6 +37,11 @@ flags.DEFINE_integer("max_predictions_per_seq", 20,
 flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+flags.DEFINE_enum("pretraining_objective", "mlm_nsp", list(OBJECTIVES),
+                  "mlm_nsp: masked LM + next sentence prediction (the original). The paper's "
+                  "Table 5 ablations: mlm, the masked LM alone (No NSP); ltr, a left-to-right "
+                  "LM on a causal encoder, each position predicting the next token (LTR & No "
+                  "NSP). Both read the same create_pretraining_data records.")
 runner_flags.define_training_flags(
     128, "The maximum total input sequence length after WordPiece tokenization. "
          "Must match the data.")
@@ -69,8 +83,26 @@ class PretrainingHooks(runner.TaskHooks):
     return input_pipeline.pretraining_features(run.options.max_seq_length,
                                                FLAGS.max_predictions_per_seq)
 
+  def model_config(self, options, config):
+    """A left-to-right objective trains (and its checkpoints fine-tune) a causal encoder."""
+    if FLAGS.pretraining_objective == "ltr" and not config.causal_attention:
+      causal = BertConfig.from_dict(dict(config.to_dict(), causal_attention=True))
+      causal.source_file, config = config.source_file, causal
+      logging.info("--pretraining_objective=ltr: the encoder is causal (causal_attention).")
+    return config
+
   def make_task(self, run):
-    return PretrainingTask(run.config, **run.options.task_options())
+    return PretrainingTask(run.config, objective=FLAGS.pretraining_objective,
+                           **run.options.task_options())
+
+  def settings(self, run):
+    return {"pretraining_objective": FLAGS.pretraining_objective,
+            "max_predictions_per_seq": FLAGS.max_predictions_per_seq,
+            "num_train_steps": FLAGS.num_train_steps}
+
+  def data_identity(self, run, examples):
+    """The record files by name and size (a corpus is too large to digest on every start)."""
+    return [[os.path.basename(path), tf.io.gfile.stat(path).length] for path in examples]
 
   def train_steps(self, run, examples):
     return FLAGS.num_train_steps, FLAGS.num_warmup_steps

@@ -107,6 +107,10 @@ class SquadHooks(runner.TaskHooks):
   def feature_spec(self, run, split):
     return squad.feature_spec(run.options.max_seq_length, split == "train")
 
+  def settings(self, run):
+    return {"version_2_with_negative": FLAGS.version_2_with_negative,
+            "doc_stride": FLAGS.doc_stride, "max_query_length": FLAGS.max_query_length}
+
   def make_task(self, run):
     return squad.SquadTask(run.config, **run.options.task_options())
 

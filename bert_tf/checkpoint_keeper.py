@@ -110,10 +110,12 @@ class CheckpointKeeper:
     with tf.io.gfile.GFile(self._settings_file(), "r") as f:
       saved = json.loads(f.read())
     current = json.loads(json.dumps(self.settings))  # compare as JSON: tuples -> lists
-    changed = [name for name in sorted(set(saved) | set(current))
-               if saved.get(name) != current.get(name) and name not in CHANGEABLE_SETTINGS]
+    # A setting this run does not state (e.g. batch sizes when it only evaluates) is not
+    # compared.
+    changed = [name for name in sorted(current)
+               if saved.get(name) != current[name] and name not in CHANGEABLE_SETTINGS]
     allowed = [name for name in CHANGEABLE_SETTINGS
-               if name in saved and saved.get(name) != current.get(name)]
+               if name in saved and name in current and saved[name] != current[name]]
     for name in allowed:
       logging.info("Resuming with %s changed from %s to %s (allowed: it does not change the "
                    "saved state).", name, saved.get(name), current.get(name))
@@ -127,6 +129,7 @@ class CheckpointKeeper:
           (self.output_dir, "\n".join(lines), ", ".join(CHANGEABLE_SETTINGS)))
 
   def _write_settings(self):
+    """The settings of the run that saved (a run that only evaluates saves nothing)."""
     if self.settings is None:
       return
     tmp = self._settings_file() + ".tmp"

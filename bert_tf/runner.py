@@ -12,6 +12,7 @@ A runner script is its flags and a TaskHooks subclass.
 """
 
 import dataclasses
+import hashlib
 import os
 from typing import Optional
 import uuid
@@ -221,6 +222,22 @@ class TaskHooks:
   def on_start(self, run):
     """Called once the Trainer exists, before training or restoring."""
 
+  def model_config(self, options, config):
+    """The BertConfig the task's model is built with (default: --bert_config_file's)."""
+    return config
+
+  def settings(self, run):
+    """The task's own settings that shape the saved training state or its data (labels,
+    objective, ...), stored with the state and compared on resume (see training_settings)."""
+    return {}
+
+  def data_identity(self, run, examples):
+    """What identifies the training data, compared on resume: a digest of the examples."""
+    digest = hashlib.sha1()
+    for example in examples:
+      digest.update(repr(example).encode("utf-8"))
+    return {"examples": len(examples), "sha1": digest.hexdigest()}
+
   def postprocess_eval(self, run, examples, result, outputs):
     """The eval_results.txt entries: Trainer metrics `result`, with the task's own added from
     `outputs` (per-example arrays, with eval_with_predictions). Chief only."""
@@ -243,7 +260,7 @@ def run_task(options, hooks):
             for split, action in SPLITS if getattr(options, action)}
   num_train_steps, num_warmup_steps = hooks.train_steps(run, inputs.get("train", []))
   run.trainer = make_trainer(options, run.strategy, hooks.make_task(run), num_train_steps,
-                             num_warmup_steps)
+                             num_warmup_steps, training_settings(run, hooks, inputs))
   hooks.on_start(run)
   if options.do_train:
     _train(run, hooks, inputs["train"], num_train_steps)
@@ -264,7 +281,7 @@ def prepare(options, hooks):
   hooks.check(options)
   if hooks.uses_tokenizer:
     checks.check_case(options.do_lower_case, options.init_checkpoint)
-  config = BertConfig.from_json_file(options.bert_config_file)
+  config = hooks.model_config(options, BertConfig.from_json_file(options.bert_config_file))
   checks.check_seq_length(options.max_seq_length, config, hooks.min_seq_length)
   if options.export_dir:
     from bert_tf import export
@@ -362,7 +379,40 @@ def make_output_dir(path, flag="--output_dir"):
                          (flag, path, io_reason(e))) from None
 
 
-def make_trainer(options, strategy, task, num_train_steps, num_warmup_steps):
+def file_digest(path):
+  """sha1 of a file's bytes (a vocab, a data file): its identity wherever it is copied."""
+  digest = hashlib.sha1()
+  with tf.io.gfile.GFile(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def training_settings(run, hooks, inputs):
+  """The settings stored with the training state and compared when a run resumes from it.
+
+  Those that shape the weights and optimizer state (config, labels, vocab, casing) always;
+  those of the data and its order (sequence length, batch sizes, the training data) only
+  when this run trains: evaluating or predicting from a saved state may use other values.
+  Epochs and step counts may change on resume (checkpoint_keeper.CHANGEABLE_SETTINGS).
+  """
+  options = run.options
+  settings = {"bert_config": run.config.to_dict(), "optimizer": options.optimizer,
+              "loss_scale": options.mixed_precision == "float16"}
+  if hooks.uses_tokenizer:
+    settings.update(vocab_sha1=file_digest(options.vocab_file),
+                    do_lower_case=options.do_lower_case, strip_accents=options.strip_accents)
+  settings.update(hooks.settings(run))
+  if options.do_train:
+    settings.update(max_seq_length=options.max_seq_length,
+                    train_batch_size=options.train_batch_size,
+                    gradient_accumulation_steps=options.gradient_accumulation_steps,
+                    num_train_epochs=options.num_train_epochs,
+                    train_data=hooks.data_identity(run, inputs["train"]))
+  return settings
+
+
+def make_trainer(options, strategy, task, num_train_steps, num_warmup_steps, settings=None):
   """The Trainer of every runner, configured from the options."""
   from bert_tf import optimization
   return training.Trainer(
@@ -372,7 +422,7 @@ def make_trainer(options, strategy, task, num_train_steps, num_warmup_steps):
       init_checkpoint=options.init_checkpoint,
       accumulation_steps=options.gradient_accumulation_steps,
       loss_scale=options.mixed_precision == "float16", jit_compile=options.jit_compile,
-      worker=distribution.worker_name(strategy))
+      worker=distribution.worker_name(strategy), settings=settings)
 
 
 def write_test_results(path, rows):

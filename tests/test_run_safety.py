@@ -1,0 +1,133 @@
+"""Real command lines against the hostile cases of one --output_dir: two runs at once, resumes
+with changed settings, damaged checkpoints (issue: nothing lost, nothing half-done)."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, TINY_DIR, VOCAB_UNCASED
+from helpers import ROOT, run_script
+
+pytestmark = pytest.mark.slow
+
+MRPC = str(FIXTURES / "classifier_data" / "MRPC")
+
+
+def _classifier_args(output_dir, *extra, config=TINY_CONFIG, init=TINY_CKPT):
+  return ["--task_name=MRPC", "--data_dir=%s" % MRPC, "--vocab_file=%s" % VOCAB_UNCASED,
+          "--bert_config_file=%s" % config, "--init_checkpoint=%s" % init,
+          "--max_seq_length=32", "--train_batch_size=4", "--num_train_epochs=1",
+          "--save_checkpoints_steps=1", "--output_dir=%s" % output_dir, "--do_train", *extra]
+
+
+def _error(result):
+  lines = [l for l in result.stderr.splitlines() if l.startswith("error: ")]
+  assert result.returncode == 2 and lines, result.stderr[-3000:]
+  return "\n".join(result.stderr.splitlines()[result.stderr.splitlines().index(lines[0]):])
+
+
+def test_a_second_run_on_a_folder_in_use_stops_at_once_naming_the_first(tmp_path):
+  out = tmp_path / "run"
+  first = subprocess.Popen(
+      [sys.executable, os.path.join(ROOT, "run_classifier.py"),
+       *_classifier_args(out, "--num_train_epochs=400")],
+      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  try:
+    lock = out / ".bert_tf.lock"
+    deadline = time.time() + 120
+    while not (lock.exists() and lock.read_text().strip()) and time.time() < deadline:
+      time.sleep(0.2)
+    second = run_script("run_classifier.py", *_classifier_args(out, "--learning_rate=1e-3"))
+    message = _error(second)
+    assert "is in use by pid %d on host" % first.pid in message
+    assert "run_classifier.py" in message and "started " in message
+    assert first.poll() is None  # the first run goes on
+  finally:
+    first.kill()
+    first.wait()
+  # A killed run's lock does not block the next one.
+  third = run_script("run_classifier.py", *_classifier_args(out, "--num_train_epochs=1"))
+  assert third.returncode == 0, third.stderr[-2000:]
+
+
+def test_resume_with_changed_settings_says_what_changed(tmp_path):
+  out = tmp_path / "run"
+  assert run_script("run_classifier.py", *_classifier_args(out)).returncode == 0
+  smaller = run_script("run_classifier.py", *_classifier_args(out, "--train_batch_size=2"))
+  message = _error(smaller)
+  assert "holds a training state made with other settings" in message
+  assert "train_batch_size: 4 when the state was saved, 2 now" in message
+  assert "Traceback" not in smaller.stderr
+  dropout = tmp_path / "bert_config.json"
+  dropout.write_text(open(TINY_CONFIG).read().replace('"hidden_dropout_prob": 0.1',
+                                                      '"hidden_dropout_prob": 0.2'))
+  changed = run_script("run_classifier.py", *_classifier_args(out, config=str(dropout)))
+  assert "bert_config:" in _error(changed)
+  more = run_script("run_classifier.py", *_classifier_args(out, "--num_train_epochs=2"))
+  assert more.returncode == 0, more.stderr[-2000:]
+  assert "num_train_epochs changed from 1.0 to 2.0" in more.stderr
+  assert "Resumed from" in more.stderr
+
+
+def _damaged_release(tmp_path, how):
+  folder = tmp_path / ("release_" + how)
+  shutil.copytree(TINY_DIR, folder)
+  data = folder / "bert_model.ckpt.data-00000-of-00001"
+  raw = bytearray(data.read_bytes())
+  if how == "truncated":
+    raw = raw[:len(raw) // 2]
+  else:
+    raw[len(raw) // 2] ^= 0x08
+  data.write_bytes(bytes(raw))
+  shutil.copy(VOCAB_UNCASED, folder / "vocab.txt")
+  return folder
+
+
+@pytest.mark.parametrize("how", ["truncated", "bit_flipped"])
+def test_damaged_init_checkpoint_is_one_line_before_any_work(tmp_path, how):
+  folder = _damaged_release(tmp_path, how)
+  prefix = str(folder / "bert_model.ckpt")
+  out = tmp_path / "out"
+  commands = {
+      "run_classifier.py": _classifier_args(out, init=prefix),
+      "extract_features.py": ["--input_file=%s" % (FIXTURES / "extract_features" / "input.txt"),
+                              "--output_file=%s" % (tmp_path / "f.jsonl"),
+                              "--vocab_file=%s" % VOCAB_UNCASED,
+                              "--bert_config_file=%s" % TINY_CONFIG,
+                              "--init_checkpoint=%s" % prefix, "--max_seq_length=32",
+                              "--layers=-1"],
+      "convert_checkpoint.py": ["--to=hf", "--input=%s" % prefix,
+                                "--output_dir=%s" % (tmp_path / "hf")],
+      "export_tfhub.py": ["--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
+                          "--init_checkpoint=%s" % prefix,
+                          "--encoder_export_dir=%s" % (tmp_path / "hub"),
+                          "--preprocessor_export_dir=%s" % (tmp_path / "pre")],
+  }
+  for script, args in commands.items():
+    result = run_script(script, *args)
+    message = _error(result)
+    assert "Checkpoint %s is damaged" % prefix in message and "\n" not in message.strip(), script
+    assert "Traceback" not in result.stderr, script
+  assert not (out / "train.tf_record").exists()
+  assert not (tmp_path / "hf").exists() and not (tmp_path / "hub").exists()
+
+
+def test_damaged_latest_training_state_falls_back_to_the_previous_one(tmp_path):
+  out = tmp_path / "run"
+  assert run_script("run_classifier.py", *_classifier_args(out)).returncode == 0
+  state = out / "training_state"
+  latest = tf.train.latest_checkpoint(str(state))
+  step = int(latest.rsplit("-", 1)[1])
+  data = tf.io.gfile.glob(latest + ".data-*")[0]
+  with open(data, "r+b") as f:
+    f.truncate(os.path.getsize(data) // 2)
+  again = run_script("run_classifier.py", *_classifier_args(out, "--num_train_epochs=2"))
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert "ckpt-%d is damaged" % step in again.stderr
+  assert "Resumed from %s at step %d" % (str(state / ("ckpt-%d" % (step - 1))), step - 1) in (
+      again.stderr)
