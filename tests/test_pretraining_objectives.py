@@ -8,7 +8,7 @@ from bert_tf import checkpoints, input_pipeline, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.tasks.pretraining import (LeftToRightLMModel, MaskedLMModel, PretrainingModel,
                                        PretrainingTask, unmasked_ids)
-from conftest import FIXTURES, TINY_CKPT, tiny_config
+from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
 
 
 def _batch():
@@ -99,3 +99,50 @@ def test_each_objective_trains_and_evaluates(tmp_path, objective, config, metric
   last = trainer.evaluate(dataset.take(1))
   assert set(first) == metrics | {"loss", "global_step"}
   assert last["loss"] < first["loss"]  # three steps on one batch lower its loss
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+  from helpers import run_script
+  path = str(tmp_path_factory.mktemp("records") / "a.tfrecord")
+  result = run_script("create_pretraining_data.py",
+                      "--input_file=%s" % (FIXTURES / "pretraining_data" / "corpus.txt"),
+                      "--output_file=%s" % path, "--vocab_file=%s" % VOCAB_UNCASED,
+                      "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=1")
+  assert result.returncode == 0, result.stderr
+  return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective, names", [
+    ("mlm", ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]),
+    ("ltr", ["global_step", "lm_accuracy", "lm_loss", "loss"]),
+])
+def test_run_pretraining_objective_and_fine_tuning_its_checkpoint(records, tmp_path, objective,
+                                                                  names):
+  from helpers import run_script
+  out = tmp_path / "pretrained"
+  result = run_script("run_pretraining.py", "--input_file=%s" % records,
+                      "--output_dir=%s" % out, "--bert_config_file=%s" % TINY_CONFIG,
+                      "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=64",
+                      "--max_predictions_per_seq=10", "--train_batch_size=4",
+                      "--num_train_steps=2", "--num_warmup_steps=1", "--do_train", "--do_eval",
+                      "--eval_batch_size=4", "--max_eval_steps=2",
+                      "--pretraining_objective=%s" % objective)
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = (out / "eval_results.txt").read_text().splitlines()
+  assert [line.split(" = ")[0] for line in lines] == names
+  written = BertConfig.from_json_file(str(out / "bert_config.json"))
+  assert written.causal_attention == (objective == "ltr")
+  reader = tf.train.load_checkpoint(str(out / "model.ckpt-2"))
+  assert not any(n.startswith("cls/seq_relationship") for n in reader.get_variable_to_shape_map())
+  fine_tuned = run_script(
+      "run_classifier.py", "--task_name=MRPC",
+      "--data_dir=%s" % (FIXTURES / "classifier_data" / "MRPC"), "--vocab_file=%s" % VOCAB_UNCASED,
+      "--bert_config_file=%s" % (out / "bert_config.json"),
+      "--init_checkpoint=%s" % (out / "model.ckpt-2"), "--max_seq_length=32",
+      "--train_batch_size=4", "--num_train_epochs=1", "--do_train",
+      "--output_dir=%s" % (tmp_path / "mrpc"))
+  assert fine_tuned.returncode == 0, fine_tuned.stderr[-3000:]
+  assert "causal_attention" in (tmp_path / "mrpc" / "training_state" / "settings.json").read_text(
+  ) or objective != "ltr"
