@@ -87,14 +87,24 @@ def serving_function(fn, input_signature):
   return tf.function(fn, input_signature=input_signature, jit_compile=False, autograph=False)
 
 
-def checked_ids(input_word_ids, input_mask, input_type_ids, max_length):
-  """The encoder's input dict; a too-long batch fails with a message, not a shape error."""
-  check = tf.debugging.assert_less_equal(
-      tf.shape(input_word_ids)[1], max_length,
-      message="Sequence longer than the model's max_position_embeddings.")
-  with tf.control_dependencies([check]):
+def checked_ids(input_word_ids, input_mask, input_type_ids, config):
+  """The encoder's input dict, checked: a too-long batch, or an id or type id outside the
+  model's tables (negative ones included, which a gather would silently wrap), fails with a
+  message instead of a shape error or another token's logits."""
+  checks = [
+      tf.debugging.assert_less_equal(
+          tf.shape(input_word_ids)[1], config.max_position_embeddings,
+          message="Sequence longer than the model's max_position_embeddings."),
+      tf.debugging.assert_non_negative(input_word_ids, message="input_word_ids must be >= 0."),
+      tf.debugging.assert_less(input_word_ids, config.vocab_size,
+                               message="input_word_ids must be < vocab_size."),
+      tf.debugging.assert_non_negative(input_type_ids, message="input_type_ids must be >= 0."),
+      tf.debugging.assert_less(input_type_ids, config.type_vocab_size,
+                               message="input_type_ids must be < type_vocab_size."),
+  ]
+  with tf.control_dependencies(checks):
     return {"input_word_ids": tf.identity(input_word_ids), "input_mask": input_mask,
-            "input_type_ids": input_type_ids}
+            "input_type_ids": tf.identity(input_type_ids)}
 
 
 def make_tokenizer(vocab_file, do_lower_case, strip_accents=None):

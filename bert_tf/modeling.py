@@ -38,7 +38,9 @@ def longest_length(input_mask, min_length=None, bucket=1):
   """
   seq_length = ops.shape(input_mask)[1]
   positions = ops.arange(1, seq_length + 1, dtype="int32")[None, :]
-  length = ops.max(ops.where(ops.cast(input_mask, "int32") > 0, positions, 1))
+  # At least 1: an empty batch has no longest sequence, and the pooler reads position 0.
+  length = ops.maximum(ops.max(ops.where(ops.cast(input_mask, "int32") > 0, positions, 1),
+                               initial=1), 1)
   if min_length is not None:
     length = ops.maximum(length, ops.cast(min_length, "int32"))
   if bucket > 1:

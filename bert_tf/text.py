@@ -377,6 +377,12 @@ class BertTextTokenizer(tf.Module):
       if scalar_b != scalar:
         raise ValueError("text_a and text_b must both be scalars or both be 1-D.")
       segments_b = self._tokenize(text_b)
+      same = tf.debugging.assert_equal(
+          tf.shape(text_a)[0], tf.shape(text_b)[0],
+          message="text_a and text_b must have the same batch size (one text_b per text_a; "
+                  "an empty string for a single sentence).")
+      with tf.control_dependencies([same]):
+        segments_a = tf.identity(segments_a)
     features = pack_inputs(segments_a, segments_b, seq_length, self.cls_id, self.sep_id)
     if scalar:
       features = {k: v[0] for k, v in features.items()}

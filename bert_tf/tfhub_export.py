@@ -131,9 +131,8 @@ def mlm_logits(head, sequence_output, positions):
 
 
 def _encoder_outputs(encoder, inputs, training):
-  limit = encoder.config.max_position_embeddings
   ids = export.checked_ids(inputs["input_word_ids"], inputs["input_mask"],
-                           inputs["input_type_ids"], limit)
+                           inputs["input_type_ids"], encoder.config)
   out = encoder(ids, training=training)
   return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"],
           "default": out["pooled_output"], "encoder_outputs": list(out["encoder_outputs"])}

@@ -46,7 +46,6 @@ def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_leng
                          flag="max_seq_length")
   tokenizer = export.make_tokenizer(vocab_file, do_lower_case, strip_accents)
   module = export.ServingModule(tokenizer, [model])
-  max_positions = model.config.max_position_embeddings
 
   def logits_of(features):
     return tf.cast(model(features, training=False), tf.float32)
@@ -64,7 +63,7 @@ def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_leng
 
   def from_ids(input_word_ids, input_mask, input_type_ids):
     logits = logits_of(export.checked_ids(input_word_ids, input_mask, input_type_ids,
-                                          max_positions))
+                                          model.config))
     outputs = {"logits": logits}
     if regression:
       outputs["predictions"] = logits[:, 0]

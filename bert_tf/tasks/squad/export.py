@@ -337,7 +337,6 @@ def export_squad(export_dir, model, vocab_file, do_lower_case, max_seq_length, d
   if tokenizer.cls_id is None or tokenizer.sep_id is None:
     raise UserInputError("The vocabulary lacks [CLS] or [SEP]; it cannot pack inputs.")
   module = export.ServingModule(tokenizer, [model])
-  max_positions = model.config.max_position_embeddings
   v2 = bool(version_2_with_negative)
 
   def logits_of(features):
@@ -390,7 +389,7 @@ def export_squad(export_dir, model, vocab_file, do_lower_case, max_seq_length, d
 
   def from_ids(input_word_ids, input_mask, input_type_ids):
     start, end = logits_of(export.checked_ids(input_word_ids, input_mask, input_type_ids,
-                                       max_positions))
+                                              model.config))
     return {"start_logits": start, "end_logits": end}
 
   signatures = {

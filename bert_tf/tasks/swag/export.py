@@ -26,7 +26,6 @@ def export_swag(export_dir, model, vocab_file, do_lower_case, max_seq_length, ov
   checks.check_seq_length(max_seq_length, model.config, 3, flag="max_seq_length")
   tokenizer = export.make_tokenizer(vocab_file, do_lower_case, strip_accents)
   module = export.ServingModule(tokenizer, [model])
-  max_positions = model.config.max_position_embeddings
 
   def scores_of(features):
     return tf.cast(model(_per_example(features), training=False), tf.float32)
@@ -42,7 +41,7 @@ def export_swag(export_dir, model, vocab_file, do_lower_case, max_seq_length, ov
 
   def from_ids(input_word_ids, input_mask, input_type_ids):
     return {"logits": scores_of(export.checked_ids(input_word_ids, input_mask, input_type_ids,
-                                                   max_positions))}
+                                                   model.config))}
 
   names = ["context"] + ["ending%d" % i for i in range(NUM_CHOICES)]
   serve_text = export.serving_function(from_text, [export.text_spec(name) for name in names])
