@@ -131,3 +131,16 @@ def test_damaged_latest_training_state_falls_back_to_the_previous_one(tmp_path):
   assert "ckpt-%d is damaged" % step in again.stderr
   assert "Resumed from %s at step %d" % (str(state / ("ckpt-%d" % (step - 1))), step - 1) in (
       again.stderr)
+
+
+def test_squad_file_with_a_duplicated_question_id_is_refused(tmp_path):
+  import json
+  from bert_tf.errors import UserInputError
+  from bert_tf.tasks import squad
+  data = {"data": [{"paragraphs": [
+      {"context": "Paris is in France.", "qas": [{"id": "q1", "question": "Where is Paris?"}]},
+      {"context": "Rome is in Italy.", "qas": [{"id": "q1", "question": "Where is Rome?"}]}]}]}
+  path = tmp_path / "dup.json"
+  path.write_text(json.dumps(data))
+  with pytest.raises(UserInputError, match=r"question id 'q1' appears more than once"):
+    squad.read_squad_examples(str(path), is_training=False)

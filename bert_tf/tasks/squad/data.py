@@ -68,6 +68,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
   """SquadExamples of a SQuAD file, with the original's training checks and skips."""
   examples = []
   skipped = paragraphs_without_questions = 0
+  seen_ids = set()
   for entry in load_squad_json(input_file):
     for paragraph in entry.get("paragraphs", []):
       try:
@@ -78,6 +79,14 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
       if not questions:
         paragraphs_without_questions += 1
       for qa in questions:
+        qas_id = qa.get("id") if isinstance(qa, dict) else None
+        if qas_id in seen_ids:
+          # Predictions (predictions.json, the exports' answers) are keyed by question id:
+          # a second question with the same id would silently replace the first's answer.
+          raise UserInputError("%s: question id %r appears more than once; predictions are "
+                               "keyed by id, so one answer would be lost. Give every question "
+                               "its own id." % (input_file, qas_id))
+        seen_ids.add(qas_id)
         example = _read_question(input_file, qa, doc_tokens, char_to_word_offset, is_training,
                                  version_2_with_negative)
         if example is None:
