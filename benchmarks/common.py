@@ -19,11 +19,20 @@ MINILM_L6 = {"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
 
 
 def define_workload_flags(batch_size, batch_size_help, iterations, iterations_help):
-  """The size and repeats of the BERT-Base timings against the matmul peak."""
+  """The size, precision and repeats of the BERT-Base timings against the matmul peak."""
   flags.DEFINE_integer("batch_size", batch_size, batch_size_help)
   flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
   flags.DEFINE_integer("num_layers", 12, "Encoder layers (BERT-Base: 12).")
   flags.DEFINE_integer("iterations", iterations, iterations_help)
+  flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
+                    "Compute type: float32, or bfloat16 (Keras mixed_bfloat16: matmuls in "
+                    "bfloat16, variables and LayerNorm in float32). The peak printed is the "
+                    "matmul peak of the same type.")
+
+
+def dtype_policy():
+  """The Keras dtype policy of --dtype (None: float32)."""
+  return "mixed_bfloat16" if flags.FLAGS.dtype == "bfloat16" else None
 
 
 def define_hf_comparison_flags():
@@ -78,34 +87,17 @@ def best_seconds(fn, repeats):
   return best
 
 
-def matmul_peak_gflops(n=4096, repeats=5):
-  """float32 GFLOP/s of one large square matmul, best of `repeats`."""
-  a = tf.random.normal((n, n))
-  b = tf.random.normal((n, n))
+def matmul_peak_gflops(n=4096, repeats=5, dtype="float32"):
+  """GFLOP/s of one large square matmul in `dtype`, best of `repeats`: the fair peak of a
+  workload in that type (bfloat16 runs at several times float32's speed where the CPU has
+  AMX or AVX512-BF16, and slower than it where the CPU has neither)."""
+  a = tf.cast(tf.random.normal((n, n)), dtype)
+  b = tf.cast(tf.random.normal((n, n)), dtype)
   matmul = tf.function(lambda x, y: tf.matmul(x, y))
   return 2 * n ** 3 / best_seconds(lambda: matmul(a, b).numpy(), repeats) / 1e9
 
 
-# The CPU features that decide float32 matmul speed (what oneDNN and PyTorch pick kernels by).
-_MATMUL_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile",
-                 "amx_bf16")
-
-
 def cpu_info():
-  """"<model name>, <n> logical CPUs, flags avx2 fma ..." from /proc/cpuinfo: timings depend on
-  it, so every figure printed says which CPU gave it."""
-  model, flags_seen = "unknown CPU", set()
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      for line in f:
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and model == "unknown CPU":
-          model = value.strip()
-        elif key == "flags" and not flags_seen:
-          flags_seen = set(value.split())
-  except OSError:
-    pass
-  shown = [f for f in _MATMUL_FLAGS if f in flags_seen]
-  return "%s, %d logical CPUs, flags %s" % (model, os.cpu_count() or 0,
-                                            " ".join(shown) if shown else "(unknown)")
+  """The CPU that gave a figure: every benchmark prints it (bert_tf.cpu.describe)."""
+  from bert_tf import cpu
+  return cpu.describe()

@@ -1,9 +1,9 @@
-"""Encoder forward throughput against this machine's float32 matmul peak.
+"""Encoder forward throughput against this machine's matmul peak in the same type.
 
-    python benchmarks/encoder_throughput.py [--batch_size 32 --seq_length 128 ...]
+    python benchmarks/encoder_throughput.py [--dtype=float32|bfloat16 --batch_size 32 ...]
 
 Builds BERT-Base (random weights) and times the inference forward pass; measures
-the float32 matmul peak with large square matmuls in the same process, and prints
+the matmul peak of --dtype with large square matmuls in the same process, and prints
 sequences/s, achieved GFLOP/s and the ratio to the peak. Both are best-of-N timings
 (the peak itself varies by about 10% between runs on a shared 2-core machine).
 Prints figures only.
@@ -39,7 +39,7 @@ def main(_):
   config = BertConfig(vocab_size=30522, hidden_size=FLAGS.hidden_size,
                       num_hidden_layers=FLAGS.num_layers, num_attention_heads=FLAGS.num_heads,
                       intermediate_size=FLAGS.intermediate_size)
-  model = BertModel(config)
+  model = BertModel(config, dtype=common.dtype_policy())
   rng = np.random.default_rng(0)
   shape = (FLAGS.batch_size, FLAGS.seq_length)
   inputs = {
@@ -52,17 +52,20 @@ def main(_):
   seconds = best_seconds(lambda: forward(inputs).numpy(), FLAGS.iterations)
   flops = forward_flops(config, FLAGS.batch_size, FLAGS.seq_length)
   achieved = flops / seconds / 1e9
-  peak = matmul_peak_gflops(FLAGS.matmul_size)
-  print("encoder: L=%d H=%d A=%d I=%d, batch %d x seq %d, float32, jit_compile=%s" %
+  peak = matmul_peak_gflops(FLAGS.matmul_size, dtype=FLAGS.dtype)
+  print("CPU: %s" % common.cpu_info())
+  print("encoder: L=%d H=%d A=%d I=%d, batch %d x seq %d, %s, jit_compile=%s" %
         (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
-         config.intermediate_size, FLAGS.batch_size, FLAGS.seq_length, FLAGS.jit_compile))
+         config.intermediate_size, FLAGS.batch_size, FLAGS.seq_length, FLAGS.dtype,
+         FLAGS.jit_compile))
   print("oneDNN: TF_ENABLE_ONEDNN_OPTS=%s, threads: %d" %
         (os.environ.get("TF_ENABLE_ONEDNN_OPTS"), os.cpu_count()))
   print("forward: %.3f s per batch (best of %d), %.2f sequences/s" %
         (seconds, FLAGS.iterations, FLAGS.batch_size / seconds))
   print("achieved: %.1f GFLOP/s (%.1f GFLOP per sequence)" %
         (achieved, flops / FLAGS.batch_size / 1e9))
-  print("matmul peak (%dx%d float32): %.1f GFLOP/s" % (FLAGS.matmul_size, FLAGS.matmul_size, peak))
+  print("matmul peak (%dx%d %s): %.1f GFLOP/s" % (FLAGS.matmul_size, FLAGS.matmul_size,
+                                                  FLAGS.dtype, peak))
   print("ratio to peak: %.1f%%" % (100 * achieved / peak))
 
 

@@ -47,7 +47,7 @@ def random_batch(rng, batch, seq, predictions, vocab):
 def time_steps(jit_compile):
   config = BertConfig(vocab_size=30522, num_hidden_layers=FLAGS.num_layers)
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-  task = PretrainingTask(config)
+  task = PretrainingTask(config, dtype=common.dtype_policy())
   with strategy.scope():
     model = task.create_model()
     names = checkpoints.variable_map(model.encoder, model.heads)
@@ -65,11 +65,12 @@ def main(_):
   for jit in (False, True):
     results[jit], config = time_steps(jit)
   flops = 3 * forward_flops(config, FLAGS.batch_size, FLAGS.seq_length)
-  peak = matmul_peak_gflops(4096)
-  print("pretraining step: L=%d H=%d, batch %d x seq %d, %d masked positions, float32" %
+  peak = matmul_peak_gflops(4096, dtype=FLAGS.dtype)
+  print("CPU: %s" % common.cpu_info())
+  print("pretraining step: L=%d H=%d, batch %d x seq %d, %d masked positions, %s" %
         (config.num_hidden_layers, config.hidden_size, FLAGS.batch_size, FLAGS.seq_length,
-         FLAGS.max_predictions_per_seq))
-  print("matmul peak (4096x4096 float32): %.1f GFLOP/s" % peak)
+         FLAGS.max_predictions_per_seq, FLAGS.dtype))
+  print("matmul peak (4096x4096 %s): %.1f GFLOP/s" % (FLAGS.dtype, peak))
   for jit, seconds in results.items():
     achieved = flops / seconds / 1e9
     print("jit_compile=%-5s %.2f s/step, %.2f sequences/s, %.1f GFLOP/s, %.1f%% of peak" %

@@ -22,8 +22,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import (checks, distribution, example_codec, input_pipeline, run_lock, tokenization,
-                     training)
+from bert_tf import (checks, cpu, distribution, example_codec, input_pipeline, run_lock,
+                     tokenization, training)
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError, io_reason
 
@@ -293,6 +293,7 @@ def prepare(options, hooks):
   strategy = make_strategy(options)
   logging.info("Strategy: %s with %d replica(s)", options.strategy,
                strategy.num_replicas_in_sync)
+  _warn_if_slow_precision(options)
   options.check_batch_sizes(strategy.num_replicas_in_sync, hooks.eval_repeats)
   if options.init_checkpoint:
     check_init_checkpoint(options.init_checkpoint)
@@ -300,6 +301,16 @@ def prepare(options, hooks):
   run_lock.acquire(options.output_dir, distribution.worker_name(strategy))
   keras.utils.set_random_seed(options.shuffle_seed)  # weight init and dropout; after device setup
   return Run(options, config, strategy, tokenizer)
+
+
+def _warn_if_slow_precision(options):
+  """bfloat16 on a CPU whose TensorFlow kernels emulate it is far slower than float32."""
+  if (options.mixed_precision == "bfloat16" and options.strategy in ("one_device", "mirrored")
+      and not tf.config.list_physical_devices("GPU") and not cpu.fast_bfloat16()):
+    logging.warning("--mixed_precision=bfloat16 on this CPU (%s) runs on TensorFlow's slow "
+                    "bfloat16 fallback (it needs AVX-512, best with AMX or AVX512-BF16): "
+                    "expect it to be many times slower than float32. Leave "
+                    "--mixed_precision unset here.", cpu.describe())
 
 
 def _train(run, hooks, examples, num_train_steps):
