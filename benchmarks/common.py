@@ -76,6 +76,21 @@ def forward_flops(config, batch, seq):
   return batch * config.num_hidden_layers * (seq * per_token_dense + attention)
 
 
+# latency_stats as source text: the timing loops run in other interpreters too (a plain
+# TensorFlow process, the peers' virtualenvs), which cannot import this module.
+LATENCY_STATS_SOURCE = r'''
+import statistics
+
+def latency_stats(seconds, items):
+  """p50/p99 milliseconds and items per second of a list of request times in seconds."""
+  seconds = sorted(seconds)
+  median = statistics.median(seconds)
+  return {"p50_ms": 1000 * median,
+          "p99_ms": 1000 * seconds[min(len(seconds) - 1, int(0.99 * len(seconds)))],
+          "per_second": items / median}
+'''
+
+
 def best_seconds(fn, repeats):
   """Fastest of `repeats` calls (after one warm-up call): the machine's capability."""
   fn()

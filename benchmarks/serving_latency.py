@@ -38,8 +38,8 @@ flags.DEFINE_integer("batches", 20, "Timed batches of 32 sentences.")
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 # Timing loop shared by both sides: `call(texts)` answers a list of strings.
-TIMING = r'''
-import json, statistics, sys, time
+TIMING = common.LATENCY_STATS_SOURCE + r'''
+import json, sys, time
 
 def timings(call, texts, repeats):
   call(texts)  # warm-up (and tracing)
@@ -48,10 +48,7 @@ def timings(call, texts, repeats):
     start = time.perf_counter()
     call(texts)
     seconds.append(time.perf_counter() - start)
-  seconds.sort()
-  return {"p50_ms": 1000 * statistics.median(seconds),
-          "p99_ms": 1000 * seconds[min(len(seconds) - 1, int(0.99 * len(seconds)))],
-          "per_second": len(texts) / statistics.median(seconds)}
+  return latency_stats(seconds, len(texts))
 
 def run_all(call, workload):
   return {"short": timings(call, [workload["short"]], workload["requests"]),

@@ -39,8 +39,8 @@ flags.DEFINE_integer("requests", 200, "Timed single-sentence calls.")
 flags.DEFINE_integer("batches", 30, "Timed calls of 32 sentences.")
 
 # Timing loop shared by both sides: `call(texts)` embeds a list of strings.
-TIMING = r'''
-import json, statistics, sys, time
+TIMING = common.LATENCY_STATS_SOURCE + r'''
+import json, sys, time
 
 def timings(call, batches):
   call(batches[0])  # warm-up (and tracing)
@@ -49,10 +49,7 @@ def timings(call, batches):
     start = time.perf_counter()
     call(texts)
     seconds.append(time.perf_counter() - start)
-  seconds.sort()
-  return {"p50_ms": 1000 * statistics.median(seconds),
-          "p99_ms": 1000 * seconds[min(len(seconds) - 1, int(0.99 * len(seconds)))],
-          "per_second": len(batches[0]) / statistics.median(seconds)}
+  return latency_stats(seconds, len(batches[0]))
 
 def run_all(call, workload):
   return {"single": timings(call, [[t] for t in workload["single"]]),

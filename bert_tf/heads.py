@@ -116,9 +116,26 @@ class NextSentenceHead(_PooledLogits):
     return ops.log_softmax(self.logits(pooled_output), axis=-1)
 
 
+class _DropoutLogits(_PooledLogits):
+  """Dropout on the hidden states, then the logits of `num_labels` labels (stddev 0.02)."""
+
+  def __init__(self, config, num_labels, dropout_rate, **kwargs):
+    super().__init__(config, num_labels, 0.02, **kwargs)
+    self.dropout_rate = dropout_rate
+    self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+  def get_config(self):
+    return {**super().get_config(), "num_labels": self.num_labels,
+            "dropout_rate": self.dropout_rate}
+
+  def call(self, hidden, training=False):
+    """[..., H] -> [..., num_labels] logits."""
+    return self.logits(self.dropout(hidden, training=training))
+
+
 @layers.serializable
-class ClassificationHead(_PooledLogits):
-  """run_classifier's head: dropout on the pooled output, then a linear layer.
+class ClassificationHead(_DropoutLogits):
+  """run_classifier's head: dropout on the pooled output [B, H], then a linear layer.
 
   Quirk kept from the original: the dropout rate is 0.1 in training whatever the
   config's hidden_dropout_prob says, and the weights use stddev 0.02 whatever its
@@ -128,17 +145,7 @@ class ClassificationHead(_PooledLogits):
   checkpoint_kind = "classifier"
 
   def __init__(self, config, num_labels, dropout_rate=0.1, **kwargs):
-    super().__init__(config, num_labels, 0.02, **kwargs)
-    self.dropout_rate = dropout_rate
-    self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
-
-  def get_config(self):
-    return {**super().get_config(), "num_labels": self.num_labels,
-            "dropout_rate": self.dropout_rate}
-
-  def call(self, pooled_output, training=False):
-    """[B, H] -> [B, num_labels] logits."""
-    return self.logits(self.dropout(pooled_output, training=training))
+    super().__init__(config, num_labels, dropout_rate, **kwargs)
 
 
 @layers.serializable
@@ -157,26 +164,19 @@ class SpanHead(_PooledLogits):
 
 
 @layers.serializable
-class TokenClassificationHead(_PooledLogits):
-  """run_ner's head (paper section 5.3): dropout on each position's final hidden state, then
-  per-label logits. The paper feeds only each word's first sub-token to it; which positions
-  count is the task's (its loss and predictions), not the head's."""
+class TokenClassificationHead(_DropoutLogits):
+  """run_ner's head (paper section 5.3): dropout on each position's final hidden state
+  [B, S, H] (the config's hidden_dropout_prob), then per-label logits. The paper feeds only
+  each word's first sub-token to it; which positions count is the task's (its loss and
+  predictions), not the head's."""
 
   checkpoint_kind = "ner"
 
   def __init__(self, config, num_labels, dropout_rate=None, **kwargs):
     config = BertConfig.coerce(config)
-    super().__init__(config, num_labels, 0.02, **kwargs)
-    self.dropout_rate = config.hidden_dropout_prob if dropout_rate is None else dropout_rate
-    self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
-
-  def get_config(self):
-    return {**super().get_config(), "num_labels": self.num_labels,
-            "dropout_rate": self.dropout_rate}
-
-  def call(self, sequence_output, training=False):
-    """[B, S, H] -> [B, S, num_labels] logits."""
-    return self.logits(self.dropout(sequence_output, training=training))
+    super().__init__(config, num_labels,
+                     config.hidden_dropout_prob if dropout_rate is None else dropout_rate,
+                     **kwargs)
 
 
 @layers.serializable

@@ -96,3 +96,21 @@ def run_tf_keras_script(source, folder, *args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
   assert result.returncode == 0, result.stderr[-3000:]
   return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def damaged_copy(source_dir, target_dir, how):
+  """A copy of a Google release folder whose .data file is cut in half ("truncated") or has one
+  bit flipped ("bit_flipped"); returns the checkpoint prefix."""
+  import shutil
+  shutil.copytree(source_dir, target_dir)
+  data = os.path.join(target_dir, "bert_model.ckpt.data-00000-of-00001")
+  with open(data, "rb") as f:
+    raw = bytearray(f.read())
+  if how == "truncated":
+    raw = raw[:len(raw) // 2]
+  else:
+    raw[len(raw) // 3] ^= 0x40
+  with open(data, "wb") as f:
+    f.write(bytes(raw))
+  return os.path.join(target_dir, "bert_model.ckpt")
+

@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
 from conftest import TINY_CKPT, TINY_DIR, tiny_config
+from helpers import damaged_copy
 from test_hf_checkpoints import HF_CONFIG, make_hf_state, write_hf_folder
 
 
@@ -75,22 +75,9 @@ def test_open_source_reads_google_prefix_folder_and_hf_folder(tmp_path, release_
   assert sorted(hf.shapes) == sorted(prefix.shapes)  # the same Google names from both layouts
 
 
-def _damaged_copy(tmp_path, how):
-  out = tmp_path / how
-  shutil.copytree(TINY_DIR, out)
-  data = out / "bert_model.ckpt.data-00000-of-00001"
-  raw = bytearray(data.read_bytes())
-  if how == "truncated":
-    raw = raw[:len(raw) // 2]
-  else:
-    raw[len(raw) // 3] ^= 0x40
-  data.write_bytes(bytes(raw))
-  return str(out / "bert_model.ckpt")
-
-
 @pytest.mark.parametrize("how", ["truncated", "bit_flipped"])
 def test_damaged_checkpoint_is_one_line_naming_the_file(tmp_path, how):
-  path = _damaged_copy(tmp_path, how)
+  path = damaged_copy(TINY_DIR, tmp_path / how, how)
   with pytest.raises(UserInputError) as e:
     checkpoints.check_source(path)
   message = str(e.value)

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, TINY_DIR, VOCAB_UNCASED
-from helpers import ROOT, run_script
+from helpers import ROOT, damaged_copy, run_script
 
 pytestmark = pytest.mark.slow
 
@@ -74,24 +74,10 @@ def test_resume_with_changed_settings_says_what_changed(tmp_path):
   assert "Resumed from" in more.stderr
 
 
-def _damaged_release(tmp_path, how):
-  folder = tmp_path / ("release_" + how)
-  shutil.copytree(TINY_DIR, folder)
-  data = folder / "bert_model.ckpt.data-00000-of-00001"
-  raw = bytearray(data.read_bytes())
-  if how == "truncated":
-    raw = raw[:len(raw) // 2]
-  else:
-    raw[len(raw) // 2] ^= 0x08
-  data.write_bytes(bytes(raw))
-  shutil.copy(VOCAB_UNCASED, folder / "vocab.txt")
-  return folder
-
-
 @pytest.mark.parametrize("how", ["truncated", "bit_flipped"])
 def test_damaged_init_checkpoint_is_one_line_before_any_work(tmp_path, how):
-  folder = _damaged_release(tmp_path, how)
-  prefix = str(folder / "bert_model.ckpt")
+  prefix = damaged_copy(TINY_DIR, tmp_path / ("release_" + how), how)
+  shutil.copy(VOCAB_UNCASED, tmp_path / ("release_" + how) / "vocab.txt")
   out = tmp_path / "out"
   commands = {
       "run_classifier.py": _classifier_args(out, init=prefix),

@@ -204,6 +204,11 @@ def real_example_weights(features):
   return _flat(features["is_real_example"])
 
 
+def real_example_loss(term):
+  """A task model's `loss_weights` for one loss term averaged over the real examples."""
+  return staticmethod(lambda features: {term: real_example_weights(features)})
+
+
 def batch_weights(features, name="input_word_ids"):
   """1.0 per example: a plain mean over the batch."""
   return ops.ones((ops.shape(features[name])[0],), "float32")

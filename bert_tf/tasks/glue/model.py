@@ -39,9 +39,7 @@ class ClassifierModel(base.TaskModel):
     pooled = self.encode(features, training)["pooled_output"]
     return self.classifier(pooled, training=training)
 
-  @staticmethod
-  def loss_weights(features):
-    return {"classification": base.real_example_weights(features)}
+  loss_weights = base.real_example_loss("classification")
 
   def per_example_losses(self, logits, features):
     if self.regression:

@@ -37,9 +37,7 @@ class MultipleChoiceModel(base.TaskModel):
     pooled = self.encode(flat, training)["pooled_output"]
     return self.choice(pooled, num_choices=num_choices)
 
-  @staticmethod
-  def loss_weights(features):
-    return {"choice": base.real_example_weights(features)}
+  loss_weights = base.real_example_loss("choice")
 
   def per_example_losses(self, scores, features):
     return {"choice": base.softmax_cross_entropy(scores, features["label_ids"])}
