@@ -13,7 +13,7 @@ Each input line is one example; `sentence A ||| sentence B` makes a pair.
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
-from bert_tf import checkpoints, checks, cli, feature_extraction, runner
+from bert_tf import checkpoints, checks, cli, feature_extraction, runner, text_embedder
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertModel
 

@@ -5,11 +5,14 @@ results, and both could exit 0. So a run takes an exclusive lock on
 `<output_dir>/.bert_tf.lock` (per worker role: the workers of one multi-worker run
 share the folder on purpose, each holding its own role's lock) and writes who holds
 it (pid, host, start time, command). The lock is the kernel's (flock): it is released
-when the process ends however it ends, so a killed run never blocks the next one.
+when the process ends however it ends, so a killed run never blocks the next one. A run
+that ends normally (or stops on an error) also removes the file, so a run stopped by a
+check leaves the folder as it found it.
 Remote folders (gs://, s3://, hdfs://) cannot be locked this way; there the lock is
 skipped and the log says so.
 """
 
+import atexit
 import datetime
 import fcntl
 import json
@@ -44,20 +47,30 @@ def acquire(output_dir, role=""):
   path = os.path.join(output_dir, LOCK_NAME + ("." + role if role else ""))
   if path in _held:
     return path
-  handle = open(path, "a+")
-  try:
-    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-  except OSError:
-    handle.seek(0)
+  while True:
+    handle = open(path, "a+")
     try:
-      holder = json.loads(handle.read() or "null")
-    except ValueError:
-      holder = None
+      fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+      handle.seek(0)
+      try:
+        holder = json.loads(handle.read() or "null")
+      except ValueError:
+        holder = None
+      handle.close()
+      raise UserInputError(
+          "--output_dir=%s is in use by %s. Two runs in one folder overwrite each other's "
+          "checkpoints and results: wait for that run to end, stop it, or pass another "
+          "--output_dir." % (output_dir, _describe(holder))) from None
+    # The file may have been removed by the run that held it as it ended: then this lock is
+    # on a file no one else can see; take the one now at `path`.
+    try:
+      same = os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+      same = False
+    if same:
+      break
     handle.close()
-    raise UserInputError(
-        "--output_dir=%s is in use by %s. Two runs in one folder overwrite each other's "
-        "checkpoints and results: wait for that run to end, stop it, or pass another "
-        "--output_dir." % (output_dir, _describe(holder))) from None
   handle.seek(0)
   handle.truncate()
   handle.write(json.dumps({
@@ -70,8 +83,20 @@ def acquire(output_dir, role=""):
 
 
 def release(path):
-  """Releases a lock this process holds (it is released at exit anyway)."""
+  """Removes the lock file and releases the lock (still held while the file goes, so no other
+  run can take a lock on a file that is about to vanish)."""
   handle = _held.pop(path, None)
-  if handle is not None:
-    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-    handle.close()
+  if handle is None:
+    return
+  try:
+    os.remove(path)
+  except OSError:
+    pass
+  fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+  handle.close()
+
+
+@atexit.register
+def _release_all():
+  for path in list(_held):
+    release(path)

@@ -48,6 +48,7 @@ def test_second_run_stops_naming_the_first_and_a_killed_run_does_not_block(tmp_p
     assert '"pid": %d' % os.getpid() in open(path).read()
   finally:
     run_lock.release(path)
+  assert not os.path.exists(path)  # a run that ends leaves no lock file behind
 
 
 def test_workers_of_one_run_hold_their_own_roles(tmp_path):
