@@ -230,7 +230,8 @@ class NerHooks(runner.TaskHooks):
     from bert_tf.tasks.ner.export import export_ner
     options = run.options
     export_ner(options.export_dir, run.trainer.model, options.vocab_file, options.do_lower_case,
-               options.max_seq_length, self.labels(run), strip_accents=options.strip_accents)
+               options.max_seq_length, self.labels(run), stride=FLAGS.doc_stride,
+               strip_accents=options.strip_accents)
 
 
 def write_outputs(run, name, sentences, result=None):
