@@ -69,10 +69,14 @@ def export_ner(export_dir, model, vocab_file, do_lower_case, max_seq_length, lab
   def logits_of(features):
     return tf.cast(model(features, training=False), tf.float32)
 
+  # The BasicTokenizer's split (whitespace; punctuation and CJK kept as words), applied to
+  # the raw text so that the offsets index it; each word is cleaned and cased on its own.
+  split_pattern = tokenizer._split_pattern  # pylint: disable=protected-access
+  keep_pattern = tokenizer._keep_pattern  # pylint: disable=protected-access
+
   def words_of(text):
     """[batch, (words)] raw words and their byte offsets, split like BasicTokenizer."""
-    return tf_text.regex_split_with_offsets(text, tokenizer._split_pattern,  # pylint: disable=protected-access
-                                            tokenizer._keep_pattern)  # pylint: disable=protected-access
+    return tf_text.regex_split_with_offsets(text, split_pattern, keep_pattern)
 
   def tag_words(pieces_per_word):
     """Probabilities [words in the batch, labels] of each word's first piece (uniform rows

@@ -25,7 +25,8 @@ import tensorflow as tf
 
 from bert_tf import checkpoints, modeling
 from bert_tf.errors import UserInputError
-from bert_tf.tasks.ner import data, features as ner_features
+from bert_tf.tasks.ner.data import to_iob2
+from bert_tf.tasks.ner.features import convert_document, word_predictions
 
 REPRESENTATIONS = ("embeddings", "second_to_last_hidden", "last_hidden",
                    "weighted_sum_last_four", "concat_last_four", "weighted_sum_all")
@@ -80,8 +81,7 @@ def compute_word_features(encoder, documents, tokenizer, max_seq_length, doc_str
   for index, document in enumerate(documents):
     words = document.words
     num_words[index] = len(words)
-    windows.extend(ner_features.convert_document(index, words, None, tokenizer, max_seq_length,
-                                                 doc_stride))
+    windows.extend(convert_document(index, words, None, tokenizer, max_seq_length, doc_stride))
 
   @tf.function(reduce_retracing=True)
   def forward(inputs):
@@ -97,7 +97,7 @@ def compute_word_features(encoder, documents, tokenizer, max_seq_length, doc_str
                                      ("input_ids", "input_mask", "segment_ids"))}
     values = forward(inputs).numpy()
     per_window.extend(np.moveaxis(values, 0, 2))  # [S, n, H] per window
-  rows = ner_features.word_predictions(windows, per_window, num_words)
+  rows = word_predictions(windows, per_window, num_words)
   stacked = np.stack([row for index in range(len(documents)) for row in rows[index]])
   return {k: np.ascontiguousarray(stacked[:, i]) for i, k in enumerate(layers)}
 
@@ -149,7 +149,7 @@ def sentence_arrays(documents, word_vectors, labels=None):
     out[row, :n] = word_vectors[start:start + n]
     mask[row, :n] = True
     if labels is not None and sentence.tags is not None:
-      ids[row, :n] = [labels[t] for t in data.to_iob2(sentence.tags)]
+      ids[row, :n] = [labels[t] for t in to_iob2(sentence.tags)]
     start += n
   return out, mask, ids
 

@@ -15,7 +15,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.tasks.ner import data
+from bert_tf.tasks.ner.data import from_iob2
 
 
 def _split(tag):
@@ -120,7 +120,7 @@ def sentence_predictions(documents, word_scores, labels, scheme):
     for sentence in document.sentences:
       predicted = [labels[int(np.argmax(row))] for row in rows[start:start + len(sentence.words)]]
       start += len(sentence.words)
-      out.append((sentence.words, sentence.tags, data.from_iob2(predicted, scheme)))
+      out.append((sentence.words, sentence.tags, from_iob2(predicted, scheme)))
   return out
 
 
