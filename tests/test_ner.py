@@ -305,6 +305,8 @@ def test_feature_based_caches_bert_features(tmp_path):
      r"--features=last_hidden is for --approach=feature_based"),
     ("labels", ["--do_eval", "--labels=O,B-PER,I-PER"],
      r"dev.txt line \d+: tag I-\w+ .* is not among the labels O,B-PER,I-PER"),
+    ("bad_labels", ["--do_train", "--labels=PER,LOC"], r"--labels must list distinct IOB2 labels"),
+    ("no_labels", ["--do_predict"], r"No --labels and no ner_labels.json in --output_dir"),
 ])
 def test_bad_inputs_are_one_line_errors(tmp_path, case, extra, message):
   data = slice_data(tmp_path / "data", documents=2)
