@@ -109,12 +109,18 @@ class NerHooks(runner.TaskHooks):
       self.stored(options)  # fails now when there are no labels to predict with
 
   def stored(self, options):
-    """The labels file of a training run in --output_dir (None: none there)."""
+    """The labels file of a training run in --output_dir ({} when there is none and --labels
+    is given)."""
     if self._stored is None:
       path = os.path.join(options.output_dir, LABELS_FILE)
       if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-          self._stored = json.load(f)
+        try:
+          with open(path, encoding="utf-8") as f:
+            self._stored = json.load(f)
+          self._stored["labels"]  # pylint: disable=pointless-statement
+        except (ValueError, KeyError, TypeError, OSError) as e:
+          raise UserInputError("%s is damaged (%s): delete it and pass --labels, or train "
+                               "again." % (path, e)) from None
       elif FLAGS.labels is None:
         raise UserInputError("No --labels and no %s in --output_dir=%s (a training run writes "
                              "it): pass --labels=O,B-PER,I-PER,... or train first." %
@@ -127,6 +133,10 @@ class NerHooks(runner.TaskHooks):
     path = self.files[split]
     documents = ner.read_conll(path)
     if split == "train":
+      untagged = [s for d in documents for s in d.sentences if s.tags is None]
+      if untagged:
+        raise UserInputError("%s line %d has no tag column; training needs `word ... tag` "
+                             "lines." % (path, untagged[0].line))
       self._scheme = (FLAGS.tag_scheme if FLAGS.tag_scheme != "auto" else
                       ner.detect_scheme(documents))
       self._labels = (self.flag_labels() or ner.label_list(documents))
