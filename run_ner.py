@@ -210,7 +210,9 @@ class NerHooks(runner.TaskHooks):
     return ner.feature_spec(run.options.max_seq_length)
 
   def settings(self, run):
-    return {"labels": self.labels(run), "doc_stride": FLAGS.doc_stride}
+    """The labels shape the head; the training file's scheme and the stride its data."""
+    scheme = self._scheme or self.stored(run.options).get("tag_scheme")
+    return {"labels": self.labels(run), "tag_scheme": scheme, "doc_stride": FLAGS.doc_stride}
 
   def make_task(self, run):
     return ner.NerTask(run.config, len(self.labels(run)), **run.options.task_options())
