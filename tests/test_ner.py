@@ -86,6 +86,11 @@ def test_sentence_predictions_are_written_back_in_the_files_scheme():
                                                        {0: one_hot}, labels, "iob1")
   assert predicted == ["I-PER", "I-PER", "B-PER", "O", "I-LOC"] == gold
   assert ner.scores_of([(words, gold, predicted)])["f1"] == 1.0
+  # In IOB2, a chunk the model opens with I- is written B- (conlleval scores both alike).
+  one_hot = np.eye(5)[[4, 4, 3, 0, 2]]  # I-PER I-PER B-PER O I-LOC
+  (_, _, predicted), = ner.sentence_predictions([ner.Document([sentence])], {0: one_hot},
+                                                labels, "iob2")
+  assert predicted == ["B-PER", "I-PER", "B-PER", "O", "B-LOC"]
 
 
 # ------------------------------------------------------------------------------ runs
@@ -280,6 +285,15 @@ def test_feature_based_caches_bert_features(tmp_path):
   assert re.search(r"BERT features of train: cache hit \(layers \[2\]", result.stderr)
   assert re.search(r"BERT features of eval: cache hit \(layers \[2\]", result.stderr)
   assert "computing layers" not in result.stderr
+  # Evaluation alone reads the saved BiLSTM; --tag_scheme=iob2 writes IOB2 predictions.
+  result = run_script("run_ner.py", *ner_args(data, out, "--do_eval", "--approach=feature_based",
+                                              "--features=last_hidden", "--lstm_units=8",
+                                              "--tag_scheme=iob2"))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Training the BiLSTM" not in result.stderr
+  for sentence in read_prediction_file(out / "eval_predictions.txt"):
+    predicted = [p for _, _, p in sentence]
+    assert ner.to_iob2(predicted) == predicted  # every chunk opens with B-
 
   # The cached arrays are those a fresh forward pass gives.
   from bert_tf import checkpoints

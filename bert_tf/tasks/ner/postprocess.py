@@ -15,7 +15,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.tasks.ner.data import from_iob2
+from bert_tf.tasks.ner.data import from_iob2, to_iob2
 
 
 def _split(tag):
@@ -113,14 +113,16 @@ def write_conll(path, sentences):
 def sentence_predictions(documents, word_scores, labels, scheme):
   """[(words, gold tags or None, predicted tags)] per sentence of `documents`, the predicted
   tag of each word the arg-max of its row of `word_scores` ({doc_index: [rows]}), as IOB2
-  `labels` converted to `scheme` (the file's, so conlleval reads gold and predictions alike)."""
+  `labels` converted to `scheme` (the file's, so conlleval reads gold and predictions alike;
+  conlleval scores a chunk opened by I-X the same either way)."""
   out = []
   for doc_index, document in enumerate(documents):
     rows, start = word_scores[doc_index], 0
     for sentence in document.sentences:
       predicted = [labels[int(np.argmax(row))] for row in rows[start:start + len(sentence.words)]]
       start += len(sentence.words)
-      out.append((sentence.words, sentence.tags, from_iob2(predicted, scheme)))
+      # to_iob2 first: an I-X the model starts a chunk with becomes B-X (valid IOB2).
+      out.append((sentence.words, sentence.tags, from_iob2(to_iob2(predicted), scheme)))
   return out
 
 
