@@ -15,6 +15,8 @@ Outputs:
                                0 = a different fact: another topic, claim, name or number)
   squad_sample.json            SQuAD v1.1 questions on town profiles
   swag_sample/{train,val}.csv  SWAG-format four-way sentence endings
+  conll_sample/{train,dev,test}.txt
+                               CoNLL-2003 NER (word POS chunk tag, IOB1 PER/LOC/ORG/MISC)
 """
 
 import argparse
@@ -703,6 +705,117 @@ def make_swag(rng, size, id_offset):
   return out.getvalue()
 
 
+# ------------------------------------------------------------------ CoNLL-2003 NER
+# Sentences of words tagged PER, LOC, ORG and MISC in the four columns of CoNLL-2003
+# (word, part of speech, syntactic chunk, named entity) with the original's IOB1 tags.
+# The POS and chunk columns come from a small word list (NNP inside names): enough for
+# the format, not a tagger's output.
+
+NER_POS = {".": ".", ",": ",", ":": ":", "'s": "POS", "the": "DT", "a": "DT", "in": "IN",
+           "of": "IN", "on": "IN", "at": "IN", "from": "IN", "near": "IN", "for": "IN",
+           "to": "TO", "with": "IN", "and": "CC", "by": "IN", "after": "IN", "v": "CC",
+           "said": "VBD", "visited": "VBD", "opened": "VBD", "won": "VBD", "beat": "VBD",
+           "joined": "VBD", "moved": "VBD", "met": "VBD", "announced": "VBD", "hosted": "VBD",
+           "signed": "VBD", "left": "VBD", "bought": "VBD", "is": "VBZ", "was": "VBD",
+           "will": "MD", "play": "VB", "open": "VB", "he": "PRP", "she": "PRP", "his": "PRP$",
+           "her": "PRP$", "-": ":"}
+NER_TEMPLATES = [
+    "{PER} visited {LOC} on {day} .",
+    "{PER} , a {profession} from {LOC} , joined {ORG} in {month} .",
+    "{ORG} opened a new shop in {LOC} .",
+    "{ORG} said its {product} sales rose {n} percent in {month} .",
+    "The {MISC_FEST} drew {n} visitors to {LOC} .",
+    "{PER} won the {MISC_PRIZE} prize for {pos} work on {MISC_ADJ} {industry} .",
+    "{ORG_TEAM} beat {ORG_TEAM} {n2} - {m2} in {LOC} on {day} .",
+    "{ORG_TEAM} {ORG_TEAM} {n2} {m2}",
+    "{PER} met {PER} at the {ORG} office in {LOC} .",
+    "{LOC} lies on the {LOC_RIVER} , {direction} of {LOC} .",
+    "{PER} moved from {LOC} to {LOC} after {pos} years with {ORG} .",
+    "The {MISC_ADJ} {profession} {PER} signed with {ORG_TEAM} .",
+    "{ORG} announced a {MISC_ADJ} edition of its {product} .",
+    "Shares of {ORG} fell on {day} , {PER} said .",
+    "{LOC} will host the {MISC_FEST} in {month} .",
+    "{PER} left {ORG} for {ORG} .",
+]
+
+
+def _ner_entity(world, rng, slot):
+  """(text, type) of one entity slot."""
+  if slot == "PER":
+    return world.person()[0], "PER"
+  if slot == "LOC":
+    return world.town(), "LOC"
+  if slot == "LOC_RIVER":
+    return world.river()[4:], "LOC"  # "Silvan River", without "the"
+  if slot == "ORG":
+    return world.brand() + rng.choice(["", " Ltd", " Group"]), "ORG"
+  if slot == "ORG_TEAM":
+    return "%s %s" % (world.town(), rng.choice(MASCOTS)), "ORG"
+  if slot == "MISC_FEST":
+    return "%s %s Festival" % (world.town(), cap(rng.choice(FESTIVALS))), "MISC"
+  if slot == "MISC_PRIZE":
+    return rng.choice(PRIZES), "MISC"
+  if slot == "MISC_ADJ":
+    return world.town() + "ian", "MISC"
+  raise KeyError(slot)
+
+
+def _ner_sentence(world, rng):
+  """[(word, IOB1-to-be chunk type or None)] of one templated sentence."""
+  _, pronoun = world.person()
+  plain = dict(day=rng.choice(DAYS), month=rng.choice(MONTHS), n=str(rng.randint(2, 90)),
+               n2=str(rng.randint(0, 5)), m2=str(rng.randint(0, 5)),
+               profession=rng.choice(PROFESSIONS).split()[0], product=rng.choice(PRODUCTS),
+               industry=rng.choice(INDUSTRIES), direction=rng.choice(DIRECTIONS),
+               pos=possessive(pronoun))
+  words = []
+  for part in rng.choice(NER_TEMPLATES).split():
+    if part.startswith("{") and part[1:-1] not in plain:
+      text, kind = _ner_entity(world, rng, part[1:-1])
+      words.append([(w, kind) for w in text.split()])
+    else:
+      words.append([(w, None) for w in part.format(**plain).split()])
+  return words
+
+
+def _iob1_lines(chunks):
+  """CoNLL lines of a sentence given as chunks [[(word, type)]]: IOB1 NER tags, POS, chunk."""
+  lines, previous_type = [], None
+  for chunk in chunks:
+    for index, (word, kind) in enumerate(chunk):
+      if kind is None:
+        tag = "O"
+      elif index == 0 and previous_type == kind:
+        tag = "B-" + kind  # IOB1: B- only where a chunk follows one of its type
+      else:
+        tag = "I-" + kind
+      if kind:
+        pos, phrase = "NNP", "I-NP"
+      elif word[0].isdigit():
+        pos, phrase = "CD", "I-NP"
+      else:
+        pos = NER_POS.get(word.lower(), "NN")
+        phrase = "O" if pos in (".", ",", ":", "CC", "POS") else (
+            "I-PP" if pos in ("IN", "TO") else "I-VP" if pos[:2] in ("VB", "MD") else "I-NP")
+      lines.append("%s %s %s %s" % (word, pos, phrase, tag))
+    previous_type = chunk[-1][1] if chunk else None
+  return lines
+
+
+def make_conll(rng, num_sentences):
+  """A CoNLL-2003 file: documents of 3 to 8 sentences, each after a -DOCSTART- line."""
+  out, done = [], 0
+  while done < num_sentences:
+    world = World(rng)
+    out.append("-DOCSTART- -X- -X- O\n\n")
+    for _ in range(min(rng.randint(3, 8), num_sentences - done)):
+      chunks = _ner_sentence(world, rng)
+      chunks[0][0] = (cap(chunks[0][0][0]), chunks[0][0][1])
+      out.append("\n".join(_iob1_lines(chunks)) + "\n\n")
+      done += 1
+  return "".join(out)
+
+
 # ----------------------------------------------------------------------- main
 
 def build(seed=SEED):
@@ -716,6 +829,9 @@ def build(seed=SEED):
       "squad_sample.json": make_squad(random.Random(rng.random()), 40),
       "swag_sample/train.csv": make_swag(random.Random(rng.random()), 400, 0),
       "swag_sample/val.csv": make_swag(random.Random(rng.random()), 100, 400),
+      "conll_sample/train.txt": make_conll(random.Random(rng.random()), 400),
+      "conll_sample/dev.txt": make_conll(random.Random(rng.random()), 100),
+      "conll_sample/test.txt": make_conll(random.Random(rng.random()), 100),
   }
 
 

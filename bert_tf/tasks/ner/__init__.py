@@ -1,0 +1,15 @@
+"""Named entity recognition on CoNLL-2003 (paper section 5.3): data (CoNLL files, IOB1/IOB2
+schemes, the label list), features (document windows, first-piece labels, max-context word
+predictions), model (TokenClassifierModel + NerTask, the fine-tuning approach),
+feature_based (frozen BERT features cached on disk + a BiLSTM, the approach of Table 7),
+postprocess (conlleval scores and prediction files) and export (a SavedModel tagging raw
+text, imported on its own)."""
+
+from bert_tf.tasks.ner.data import (
+    DOCSTART, SCHEMES, SPLIT_FILES, Document, Sentence, detect_scheme, from_iob2, label_list,
+    read_conll, split_file, to_iob2)
+from bert_tf.tasks.ner.features import (
+    NerFeature, convert_document, encode_feature, feature_spec, word_pieces, word_predictions)
+from bert_tf.tasks.ner.model import NerTask, TokenClassifierModel
+from bert_tf.tasks.ner.postprocess import (
+    chunk_counts, conlleval, scores_of, sentence_predictions, write_conll)

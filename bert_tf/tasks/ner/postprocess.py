@@ -12,7 +12,10 @@ them as fractions (the script prints percentages).
 
 import collections
 
+import numpy as np
 import tensorflow as tf
+
+from bert_tf.tasks.ner.data import from_iob2, to_iob2
 
 
 def _split(tag):
@@ -105,3 +108,26 @@ def write_conll(path, sentences):
       for word, g, p in zip(words, gold, predicted):
         f.write("%s %s %s\n" % (word, g, p))
       f.write("\n")
+
+
+def sentence_predictions(documents, word_scores, labels, scheme):
+  """[(words, gold tags or None, predicted tags)] per sentence of `documents`, the predicted
+  tag of each word the arg-max of its row of `word_scores` ({doc_index: [rows]}), as IOB2
+  `labels` converted to `scheme` (the file's, so conlleval reads gold and predictions alike;
+  conlleval scores a chunk opened by I-X the same either way)."""
+  out = []
+  for doc_index, document in enumerate(documents):
+    rows, start = word_scores[doc_index], 0
+    for sentence in document.sentences:
+      predicted = [labels[int(np.argmax(row))] for row in rows[start:start + len(sentence.words)]]
+      start += len(sentence.words)
+      # to_iob2 first: an I-X the model starts a chunk with becomes B-X (valid IOB2).
+      out.append((sentence.words, sentence.tags, from_iob2(to_iob2(predicted), scheme)))
+  return out
+
+
+def scores_of(sentences):
+  """conlleval's scores of [(words, gold, predicted)] sentences that have gold tags (None when
+  none has)."""
+  tagged = [(gold, predicted) for _, gold, predicted in sentences if gold is not None]
+  return conlleval(tagged) if tagged else None
