@@ -58,7 +58,6 @@ def export_ner(export_dir, model, vocab_file, do_lower_case, max_seq_length, lab
     raise UserInputError("stride must be positive, got %d." % stride)
   tokenizer = export.make_tokenizer(vocab_file, do_lower_case, strip_accents)
   module = export.ServingModule(tokenizer, [model])
-  max_positions = model.config.max_position_embeddings
   types = [label[2:] if label != "O" else "" for label in label_list]
   type_names = sorted(set(t for t in types if t))
   # Per label: its type's index (-1 for O) and whether it is a B- label.
@@ -180,7 +179,7 @@ def export_ner(export_dir, model, vocab_file, do_lower_case, max_seq_length, lab
 
   def from_ids(input_word_ids, input_mask, input_type_ids):
     return {"logits": logits_of(export.checked_ids(input_word_ids, input_mask, input_type_ids,
-                                                   max_positions))}
+                                                   model.config))}
 
   signatures = {
       export.DEFAULT_SIGNATURE: export.serving_function(entities, [export.text_spec("text")]),
