@@ -16,7 +16,7 @@ from bert_tf import checkpoints, input_pipeline, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.modeling import longest_length, trim_to_longest
 from bert_tf.tasks import glue, pretraining, squad, swag
-from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
+from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
 
 FORWARD = FIXTURES / "model_forward"
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")

@@ -77,7 +77,7 @@ def test_scheme_detection_and_conversion():
 def test_iob1_round_trip_on_random_chunkings():
   rng = random.Random(3)
   for _ in range(200):
-    chunks, tags = [], []
+    tags = []
     for _ in range(rng.randint(1, 8)):
       if rng.random() < 0.4:
         tags.append("O")
