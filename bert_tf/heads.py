@@ -56,8 +56,10 @@ class MaskedLMHead(Head):
   def build(self, input_shape=None):
     self.transform.build((None, self.config.hidden_size))
     self.layer_norm.build((None, self.config.hidden_size))
+    # autocast=False: the bias is added to float32 logits under every policy (read in
+    # bfloat16 by an eager mixed-precision call, it would fail to add).
     self.output_bias = self.add_weight(name="output_bias", shape=(self.config.vocab_size,),
-                                       initializer="zeros")
+                                       initializer="zeros", autocast=False)
     self.built = True
 
   def logits(self, sequence_output, positions):
@@ -92,7 +94,7 @@ class _PooledLogits(Head):
         name="output_weights", shape=(self.num_labels, self.config.hidden_size),
         initializer=keras.initializers.TruncatedNormal(stddev=self.stddev))
     self.output_bias = self.add_weight(name="output_bias", shape=(self.num_labels,),
-                                       initializer="zeros")
+                                       initializer="zeros", autocast=False)  # as MaskedLMHead's
     self.built = True
 
   def logits(self, x):

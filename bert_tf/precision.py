@@ -1,0 +1,94 @@
+"""Inference precision: float32 (the faithful default), bfloat16 compute, or int8 weights.
+
+Training precision is the runners' `--mixed_precision`; this module is about models that only
+run forward (the exports, the TF-Hub encoder, extract_features). `for_inference(model, p)`
+gives a model with `model`'s weights that computes in `p`:
+
+- "float32": `model` itself, untouched (every faithfulness golden is a float32 number).
+- "bfloat16": a copy built under Keras' `mixed_bfloat16` policy: float32 weights, the
+  matmuls in bfloat16, LayerNorm, softmax and the outputs in float32 (as in training
+  under `--mixed_precision=bfloat16`). It pays only where TensorFlow runs bfloat16
+  matmuls on oneDNN (CPUs with AVX-512; fast with AVX512-BF16 or AMX, see bert_tf.cpu).
+- "int8": a float32 copy whose Dense layers (attention projections, feed-forward, pooler)
+  hold int8 weights with one scale per output column and quantize their inputs per token
+  at run time (Keras' dynamic-range `quantize("int8")`). Embeddings, LayerNorm and the task
+  heads' own matmuls stay float32, as in ONNX Runtime's dynamic int8 quantization.
+
+A copy is made because Keras fixes a layer's compute dtype when it is built; the caller's
+float32 model stays usable (e.g. to export again at another precision).
+"""
+
+import keras
+
+from bert_tf.errors import UserInputError
+
+PRECISIONS = ("float32", "bfloat16", "int8")
+PRECISION_HELP = ("Inference precision: float32 (faithful, default), bfloat16 (bfloat16 matmuls; "
+                  "fast only on CPUs with AVX512-BF16/AMX or on accelerators), or int8 (int8 "
+                  "Dense weights, dynamic-range). See docs/performance.md for the measured "
+                  "agreement with float32.")
+
+_ATTRIBUTE = "inference_precision"
+
+
+def check(precision):
+  """`precision` if it is one of PRECISIONS, else a UserInputError naming them."""
+  if precision not in PRECISIONS:
+    raise UserInputError("Unknown inference precision %r: use one of %s." %
+                         (precision, ", ".join(PRECISIONS)))
+  return precision
+
+
+def of(model):
+  """The inference precision a model computes in ("float32" unless made by for_inference)."""
+  return getattr(model, _ATTRIBUTE, "float32")
+
+
+def for_inference(model, precision):
+  """A model with `model`'s weights computing in `precision` (see the module docstring).
+
+  `model` is any bert_tf model with `get_config`/`from_config` (a TaskModel or a BertModel)
+  whose weights are float32 variables. Returns `model` itself for "float32".
+  """
+  check(precision)
+  if precision == "float32" or of(model) == precision:
+    return model
+  if of(model) != "float32":
+    raise UserInputError("This model already computes in %s; make the %s model from the "
+                         "float32 one." % (of(model), precision))
+  config = model.get_config()
+  config["dtype"] = "mixed_bfloat16" if precision == "bfloat16" else "float32"
+  copy = type(model).from_config(config)
+  _build_like(copy, model)
+  copy.set_weights(model.get_weights())
+  if precision == "int8":
+    quantize_dense_int8(copy)
+  setattr(copy, _ATTRIBUTE, precision)
+  return copy
+
+
+def _build_like(copy, model):
+  """Builds `copy`'s variables (a BertModel is built by its first call, a TaskModel in its
+  constructor) so that set_weights can fill them in order."""
+  if not copy.built or len(copy.weights) != len(model.weights):
+    copy.build()
+  if len(copy.weights) != len(model.weights):
+    raise ValueError("Cannot copy %s: %d weights, its copy has %d." %
+                     (type(model).__name__, len(model.weights), len(copy.weights)))
+
+
+def quantize_dense_int8(model):
+  """Quantizes every plain keras Dense layer of `model` to int8 in place; returns their count.
+
+  Only exact `keras.layers.Dense` leaves are touched (Keras' own rule for `quantize`): the
+  encoder's projections and the pooler. Quantizing layer by layer, rather than
+  `model.quantize`, leaves bert_tf's own layers alone instead of warning about each.
+  """
+  count = 0
+  for layer in model._flatten_layers(include_self=False):  # pylint: disable=protected-access
+    if type(layer) is keras.layers.Dense:  # pylint: disable=unidiomatic-typecheck
+      layer.quantize("int8")
+      count += 1
+  if not count:
+    raise ValueError("%s has no Dense layer to quantize." % type(model).__name__)
+  return count
