@@ -44,6 +44,21 @@ def of(model):
   return getattr(model, _ATTRIBUTE, "float32")
 
 
+def keras_policy(precision):
+  """The Keras dtype policy a model of `precision` is built under (None: float32)."""
+  return "mixed_bfloat16" if check(precision) == "bfloat16" else None
+
+
+def finish(model, precision):
+  """Makes a model built under keras_policy(precision), weights loaded, compute in
+  `precision`: quantizes its Dense layers for "int8", and records the precision. Returns it."""
+  if check(precision) == "int8":
+    quantize_dense_int8(model)
+  if precision != "float32":
+    setattr(model, _ATTRIBUTE, precision)
+  return model
+
+
 def for_inference(model, precision):
   """A model with `model`'s weights computing in `precision` (see the module docstring).
 
@@ -57,14 +72,11 @@ def for_inference(model, precision):
     raise UserInputError("This model already computes in %s; make the %s model from the "
                          "float32 one." % (of(model), precision))
   config = model.get_config()
-  config["dtype"] = "mixed_bfloat16" if precision == "bfloat16" else "float32"
+  config["dtype"] = keras_policy(precision) or "float32"
   copy = type(model).from_config(config)
   _build_like(copy, model)
   copy.set_weights(model.get_weights())
-  if precision == "int8":
-    quantize_dense_int8(copy)
-  setattr(copy, _ATTRIBUTE, precision)
-  return copy
+  return finish(copy, precision)
 
 
 def _build_like(copy, model):
