@@ -19,7 +19,7 @@ import os
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
-from bert_tf import cli, text_embedder
+from bert_tf import cli, precision, text_embedder
 from bert_tf.errors import UserInputError
 
 FLAGS = flags.FLAGS
@@ -32,6 +32,8 @@ flags.DEFINE_integer("max_seq_length", None,
                      "Tokens per text at most, [CLS] and [SEP] included; longer texts are cut. "
                      "Default: the folder's max_seq_length (sentence_bert_config.json).")
 flags.DEFINE_bool("overwrite", False, "Replace an existing non-empty --export_dir.")
+flags.DEFINE_enum("inference_precision", "float32", list(precision.PRECISIONS),
+                  "What the encoder computes in. " + precision.PRECISION_HELP)
 
 
 def main(_):
@@ -41,7 +43,8 @@ def main(_):
                          "--overwrite to replace it." % FLAGS.export_dir)
   export_dir = text_embedder.export_from_folder(FLAGS.model_dir, FLAGS.export_dir,
                                                 max_seq_length=FLAGS.max_seq_length,
-                                                overwrite=FLAGS.overwrite)
+                                                overwrite=FLAGS.overwrite,
+                                                inference_precision=FLAGS.inference_precision)
   logging.info("Wrote the text embedder of %s to %s", FLAGS.model_dir, export_dir)
 
 

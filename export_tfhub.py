@@ -12,7 +12,7 @@ interface is described in bert_tf/tfhub_export.py.
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
-from bert_tf import checks, cli, runner, tfhub_export
+from bert_tf import checks, cli, precision, runner, tfhub_export
 
 FLAGS = flags.FLAGS
 
@@ -31,6 +31,8 @@ flags.DEFINE_integer("seq_length", 128,
 flags.DEFINE_bool("with_mlm", False,
                   "Also export the masked-LM head as the encoder's `mlm` sub-object (the "
                   "checkpoint must contain cls/predictions/*).")
+flags.DEFINE_enum("inference_precision", "float32", list(precision.PRECISIONS),
+                  "What the encoder computes in. " + precision.PRECISION_HELP)
 flags.adopt_module_key_flags(cli)  # --help lists the tokenizer flags too
 
 
@@ -42,7 +44,8 @@ def main(_):
   encoder_dir, preprocessor_dir = tfhub_export.export_from_checkpoint(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint, FLAGS.do_lower_case,
       FLAGS.encoder_export_dir, FLAGS.preprocessor_export_dir, seq_length=FLAGS.seq_length,
-      with_mlm=FLAGS.with_mlm, strip_accents=FLAGS.strip_accents)
+      with_mlm=FLAGS.with_mlm, strip_accents=FLAGS.strip_accents,
+      inference_precision=FLAGS.inference_precision)
   logging.info("Wrote the encoder to %s and the preprocessor to %s", encoder_dir,
                preprocessor_dir)
 

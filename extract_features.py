@@ -13,7 +13,8 @@ Each input line is one example; `sentence A ||| sentence B` makes a pair.
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
-from bert_tf import checkpoints, checks, cli, feature_extraction, runner, text_embedder
+from bert_tf import (checkpoints, checks, cli, cpu, feature_extraction, precision, runner,
+                     text_embedder)
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertModel
 
@@ -41,7 +42,12 @@ flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; unused.")
 flags.DEFINE_bool("use_one_hot_embeddings", False,
                   "If True, word embeddings are looked up with a one-hot matmul (as on TPUs) "
                   "instead of a gather; the numbers are the same.")
-flags.DEFINE_bool("jit_compile", True, "Compile the forward pass with XLA (faster on CPU).")
+flags.DEFINE_bool("jit_compile", None,
+                  "Compile the per-token forward pass with XLA. Default: whichever is faster on "
+                  "this CPU (XLA for float32 on AVX2-only CPUs; TensorFlow's oneDNN kernels on "
+                  "AVX-512/AMX CPUs and for bfloat16), see bert_tf/cpu.py.")
+flags.DEFINE_enum("inference_precision", "float32", list(precision.PRECISIONS),
+                  "What the encoder computes in. " + precision.PRECISION_HELP)
 flags.DEFINE_bool("pad_to_max_seq_length", False,
                   "Run every batch at --max_seq_length as the original. By default each batch "
                   "runs at its longest real sequence (a multiple of 16 under XLA): the same "
@@ -70,7 +76,7 @@ def write_sentence_embeddings():
   embedder = text_embedder.for_extract_features(
       FLAGS.pooling, FLAGS.model_dir, FLAGS.init_checkpoint, FLAGS.bert_config_file,
       FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.strip_accents, FLAGS.max_seq_length,
-      present)
+      present, inference_precision=FLAGS.inference_precision)
   count = text_embedder.write_embeddings(
       embedder, feature_extraction.read_examples(FLAGS.input_file), FLAGS.output_file,
       FLAGS.batch_size)
@@ -94,12 +100,19 @@ def main(_):
                                        config)
   runner.check_init_checkpoint(FLAGS.init_checkpoint)
   examples = feature_extraction.read_examples(FLAGS.input_file)
-  encoder = BertModel(config, use_one_hot_embeddings=FLAGS.use_one_hot_embeddings)
+  encoder = BertModel(config, use_one_hot_embeddings=FLAGS.use_one_hot_embeddings,
+                      dtype=precision.keras_policy(FLAGS.inference_precision))
   report = checkpoints.load_checkpoint(FLAGS.init_checkpoint, encoder)
+  precision.finish(encoder, FLAGS.inference_precision)
   logging.info("Loaded %d variables from %s", len(report.loaded), report.checkpoint)
+  jit_compile = FLAGS.jit_compile
+  if jit_compile is None:
+    jit_compile = cpu.prefer_xla(FLAGS.inference_precision)
+  logging.info("Running the encoder in %s%s on %s", FLAGS.inference_precision,
+               " under XLA" if jit_compile else " (graph mode)", cpu.describe())
   count = feature_extraction.extract_features(
       encoder, tokenizer, examples, FLAGS.output_file, layer_indexes, FLAGS.max_seq_length,
-      FLAGS.batch_size, jit_compile=FLAGS.jit_compile,
+      FLAGS.batch_size, jit_compile=jit_compile,
       dynamic_length=not FLAGS.pad_to_max_seq_length)
   logging.info("Wrote features of %d examples (layers %s) to %s", count, layer_indexes,
                FLAGS.output_file)

@@ -122,7 +122,7 @@ class ClassifierHooks(runner.TaskHooks):
   def export(self, run):
     from bert_tf.tasks.glue.export import export_classifier
     options = run.options
-    export_classifier(options.export_dir, run.trainer.model, options.vocab_file,
+    export_classifier(options.export_dir, run.serving_model(), options.vocab_file,
                       options.do_lower_case, options.max_seq_length, self.label_list,
                       self.processor.is_pair, strip_accents=options.strip_accents)
 

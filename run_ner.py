@@ -241,7 +241,7 @@ class NerHooks(runner.TaskHooks):
   def export(self, run):
     from bert_tf.tasks.ner.export import export_ner
     options = run.options
-    export_ner(options.export_dir, run.trainer.model, options.vocab_file, options.do_lower_case,
+    export_ner(options.export_dir, run.serving_model(), options.vocab_file, options.do_lower_case,
                options.max_seq_length, self.labels(run), stride=FLAGS.doc_stride,
                strip_accents=options.strip_accents)
 

@@ -131,7 +131,7 @@ class SquadHooks(runner.TaskHooks):
   def export(self, run):
     from bert_tf.tasks.squad.export import export_squad
     options = run.options
-    export_squad(options.export_dir, run.trainer.model, options.vocab_file, options.do_lower_case,
+    export_squad(options.export_dir, run.serving_model(), options.vocab_file, options.do_lower_case,
                  options.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length,
                  FLAGS.max_answer_length, FLAGS.n_best_size, FLAGS.version_2_with_negative,
                  strip_accents=options.strip_accents)

@@ -59,7 +59,7 @@ class SwagHooks(runner.TaskHooks):
   def export(self, run):
     from bert_tf.tasks.swag.export import export_swag
     options = run.options
-    export_swag(options.export_dir, run.trainer.model, options.vocab_file, options.do_lower_case,
+    export_swag(options.export_dir, run.serving_model(), options.vocab_file, options.do_lower_case,
                 options.max_seq_length, strip_accents=options.strip_accents)
 
 

@@ -28,6 +28,7 @@ import tensorflow as tf
 from absl import logging as absl_logging
 
 import bert_tf
+from bert_tf import precision
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import INPUT_NAMES
 from bert_tf.text import BertTextTokenizer
@@ -55,6 +56,8 @@ class ServingModule(tf.Module):
     super().__init__(name="bert_tf_export")
     self.tokenizer = tokenizer
     self.model_variables = _plain_variables(models)
+    # What the models compute in (bert_tf.precision), for the export's metadata.
+    self.inference_precision = "/".join(sorted({precision.of(m) for m in models})) or None
 
 
 def _plain_variables(models):
@@ -195,6 +198,8 @@ def save_serving_module(export_dir, module, signatures, metadata, overwrite=Fals
                      "strip_accents": tokenizer.strip_accents,
                      "vocab_size": tokenizer.vocab_size})
   metadata["signatures"] = {name: _signature_io(c) for name, c in concrete.items()}
+  if module.inference_precision:  # None: no model (the TF Hub preprocessor)
+    metadata["inference_precision"] = module.inference_precision
   metadata.update({
       "bert_tf_version": bert_tf.__version__,
       "tensorflow_version": tf.__version__,

@@ -22,8 +22,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import (checks, cpu, distribution, example_codec, input_pipeline, run_lock,
-                     tokenization, training)
+from bert_tf import (checks, cpu, distribution, example_codec, input_pipeline, precision,
+                     run_lock, tokenization, training)
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError, io_reason
 
@@ -54,6 +54,7 @@ class RunOptions:
   do_eval: bool = False
   do_predict: bool = False
   export_dir: Optional[str] = None
+  inference_precision: str = "float32"  # what the export computes in (bert_tf.precision)
   actions: tuple = ("do_train", "do_eval", "do_predict", "export_dir")
   # Training, evaluation, prediction.
   train_batch_size: int = 32
@@ -107,7 +108,8 @@ class RunOptions:
                     strip_accents=v("strip_accents"), do_predict=v("do_predict"),
                     predict_batch_size=v("predict_batch_size"),
                     num_train_epochs=v("num_train_epochs"),
-                    warmup_proportion=v("warmup_proportion"), export_dir=v("export_dir"))
+                    warmup_proportion=v("warmup_proportion"), export_dir=v("export_dir"),
+                    inference_precision=v("inference_precision"))
       actions += ["do_predict", "export_dir"]
     return cls(actions=tuple(actions), **fields)
 
@@ -167,6 +169,10 @@ class Run:
 
   def output_path(self, name):
     return os.path.join(self.options.output_dir, name)
+
+  def serving_model(self):
+    """The trained model computing in --inference_precision, for the export."""
+    return precision.for_inference(self.trainer.model, self.options.inference_precision)
 
 
 class TaskHooks:

@@ -10,7 +10,7 @@ fresh FlagValues.
 
 from absl import flags
 
-from bert_tf import cli, distribution
+from bert_tf import cli, distribution, precision
 
 
 def define_hardware_flags(flag_values=flags.FLAGS):
@@ -107,3 +107,6 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, learning_ra
                      "Proportion of training to perform linear learning rate warmup for. "
                      "E.g., 0.1 = 10% of training.", flag_values=f)
   flags.DEFINE_string("export_dir", None, export_help, flag_values=f)
+  flags.DEFINE_enum("inference_precision", "float32", list(precision.PRECISIONS),
+                    "What the --export_dir SavedModel computes in. " + precision.PRECISION_HELP,
+                    flag_values=f)

@@ -31,7 +31,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints, checks, export, modeling, sentence_models
+from bert_tf import checkpoints, checks, export, modeling, precision, sentence_models
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.pooling import SentencePooling
@@ -114,13 +114,16 @@ class TextEmbedder(tf.Module):
 # ------------------------------------------------------------------------------ building
 
 def build(source, pooling="mean", normalize=False, max_seq_length=None, do_lower_case=None,
-          strip_accents=None, vocab_file=None, config=None, prompt=""):
+          strip_accents=None, vocab_file=None, config=None, prompt="",
+          inference_precision="float32"):
   """A TextEmbedder from any checkpoint source (Google prefix/folder or HF folder).
 
   `config`, `vocab_file` and the casing default to what the source has beside it
   (an HF folder's tokenizer_config.json; lower-casing otherwise); `max_seq_length`
-  to the config's max_position_embeddings.
+  to the config's max_position_embeddings; the encoder computes in `inference_precision`
+  (bert_tf.precision).
   """
+  precision.check(inference_precision)
   source = checkpoints.open_source(source)
   config = config or source.config
   vocab_file = vocab_file or source.vocab_file
@@ -137,15 +140,16 @@ def build(source, pooling="mean", normalize=False, max_seq_length=None, do_lower
                          (vocab_file, tokenizer.vocab_size, config.vocab_size))
   if max_seq_length is None:
     max_seq_length = config.max_position_embeddings
-  encoder = modeling.BertModel(config)
+  encoder = modeling.BertModel(config, dtype=precision.keras_policy(inference_precision))
   checkpoints.load_checkpoint(source, encoder)
+  precision.finish(encoder, inference_precision)
   modes = sentence_models.parse_pooling_mode(pooling, "pooling") if isinstance(
       pooling, str) else tuple(pooling)
   return TextEmbedder(encoder, SentencePooling(modes, normalize, name="pooling"), tokenizer,
                       max_seq_length, prompt)
 
 
-def load(model_dir, max_seq_length=None):
+def load(model_dir, max_seq_length=None, inference_precision="float32"):
   """The TextEmbedder of a sentence-transformers folder (see bert_tf/sentence_models.py).
 
   `max_seq_length` overrides the folder's (sentence_bert_config.json).
@@ -158,7 +162,8 @@ def load(model_dir, max_seq_length=None):
                            "%d of %s." % (max_seq_length, limit, model.source.config_file))
   embedder = build(model.source, model.pooling, model.normalize,
                    max_seq_length or model.max_seq_length, model.do_lower_case,
-                   model.strip_accents, prompt=model.prompt)
+                   model.strip_accents, prompt=model.prompt,
+                   inference_precision=inference_precision)
   embedder.sentence_model = model
   return embedder
 
@@ -213,10 +218,12 @@ def export_embedder(embedder, export_dir, overwrite=False):
                                     overwrite)
 
 
-def export_from_folder(model_dir, export_dir, max_seq_length=None, overwrite=False):
+def export_from_folder(model_dir, export_dir, max_seq_length=None, overwrite=False,
+                       inference_precision="float32"):
   """export_text_embedder.py: a sentence-transformers folder -> the SavedModel."""
   export.check_export_dir(export_dir, overwrite)  # before the weights are read
-  return export_embedder(load(model_dir, max_seq_length), export_dir, overwrite)
+  return export_embedder(load(model_dir, max_seq_length, inference_precision), export_dir,
+                         overwrite)
 
 
 # ------------------------------------------------------------------------------ files
@@ -225,7 +232,8 @@ FROM_MODEL = "from_model"
 
 
 def for_extract_features(pooling, model_dir, init_checkpoint, bert_config_file, vocab_file,
-                         do_lower_case, strip_accents, max_seq_length, given_flags=()):
+                         do_lower_case, strip_accents, max_seq_length, given_flags=(),
+                         inference_precision="float32"):
   """The TextEmbedder extract_features.py's --pooling / --model_dir ask for.
 
   With --model_dir the sentence-transformers folder says everything (its own
@@ -247,7 +255,8 @@ def for_extract_features(pooling, model_dir, init_checkpoint, bert_config_file, 
     if clashing:
       raise UserInputError("--model_dir brings its own weights, config, vocab and casing; drop "
                            "%s." % ", ".join("--" + n for n in clashing))
-    return load(model_dir, max_seq_length if "max_seq_length" in given_flags else None)
+    return load(model_dir, max_seq_length if "max_seq_length" in given_flags else None,
+                inference_precision)
   if pooling == FROM_MODEL:
     raise UserInputError("--pooling=%s needs --model_dir=FOLDER (a sentence-transformers "
                          "model)." % FROM_MODEL)
@@ -263,7 +272,7 @@ def for_extract_features(pooling, model_dir, init_checkpoint, bert_config_file, 
                          "of %s." % (max_seq_length, config.max_position_embeddings,
                                      bert_config_file))
   return build(init_checkpoint, modes, False, max_seq_length, do_lower_case, strip_accents,
-               vocab_file, config)
+               vocab_file, config, inference_precision=inference_precision)
 
 
 def write_embeddings(embedder, examples, output_file, batch_size, progress_stream=None):

@@ -50,7 +50,7 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import checkpoints, checks, export, heads, text, tokenization
+from bert_tf import checkpoints, checks, export, heads, precision, text, tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import INPUT_NAMES, BertModel
@@ -260,8 +260,11 @@ def _preprocessor_metadata(seq_length):
 
 def export_from_checkpoint(bert_config_file, vocab_file, init_checkpoint, do_lower_case,
                            encoder_export_dir, preprocessor_export_dir, seq_length=128,
-                           with_mlm=False, strip_accents=None):
+                           with_mlm=False, strip_accents=None, inference_precision="float32"):
   """Loads a Google-layout checkpoint and writes both SavedModels (export_tfhub.py).
+
+  The encoder computes in `inference_precision` (bert_tf.precision; its outputs are
+  float32 in every precision).
 
   Everything that can be checked is checked before the first export is written.
   Returns (encoder_export_dir, preprocessor_export_dir).
@@ -274,15 +277,17 @@ def export_from_checkpoint(bert_config_file, vocab_file, init_checkpoint, do_low
   config = BertConfig.from_json_file(bert_config_file)
   checks.check_vocab(tokenization.load_vocab(vocab_file), config, vocab_file)
   checks.check_seq_length(seq_length, config, 2, flag="--seq_length")
-  encoder = BertModel(config)
+  policy = precision.keras_policy(inference_precision)
+  encoder = BertModel(config, dtype=policy)
   head = None
   if with_mlm:
-    head = heads.MaskedLMHead(config, encoder.get_embedding_table(), name="mlm")
+    head = heads.MaskedLMHead(config, encoder.get_embedding_table(), name="mlm", dtype=policy)
     head.build()
   report = checkpoints.load_checkpoint(init_checkpoint, encoder, [head] if head else [])
   if head is not None and head.name in report.skipped_heads:
     raise UserInputError("Checkpoint %s has no masked-LM head (cls/predictions/*); drop "
                          "--with_mlm to export the encoder alone." % report.checkpoint)
+  precision.finish(encoder, inference_precision)
   # Built (and so checked) before either export is written.
   preprocessor = build_preprocessor_module(vocab_file, do_lower_case, strip_accents, seq_length)
   encoder_module = build_encoder_module(encoder, vocab_file, do_lower_case, strip_accents, head)

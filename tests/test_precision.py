@@ -1,0 +1,122 @@
+"""Inference precision (bert_tf.precision): float32 stays the faithful model itself; bfloat16
+and int8 agree with it on real text within stated tolerances, in memory and exported."""
+
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints, export, precision
+from bert_tf.errors import UserInputError
+from bert_tf.modeling import BertModel
+from bert_tf.tasks import glue
+from bert_tf.tasks.glue.export import export_classifier
+from bert_tf.text import BertTextTokenizer
+from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
+
+HEAD_CKPT = str(FIXTURES / "checkpoint" / "classifier_head_3labels" / "head.ckpt")
+CORPUS = pathlib.Path(__file__).parent.parent / "data" / "pretraining_corpus.txt"
+
+# Largest |difference| from float32 on the real sentences below, for the tiny model (hidden
+# 32): bfloat16 keeps 8 bits of mantissa in every matmul, int8 quantizes the Dense weights
+# per column and their inputs per token. Measured: bfloat16 0.0014 / 0.05, int8 0.0034 /
+# 0.10 (classifier logits / sequence output, which LayerNorm keeps near unit scale).
+TOLERANCE = {"bfloat16": {"logits": 0.01, "sequence_output": 0.15, "mean_sequence": 0.02},
+             "int8": {"logits": 0.02, "sequence_output": 0.3, "mean_sequence": 0.04}}
+
+
+def _sentences(count=24):
+  with open(CORPUS, encoding="utf-8") as f:
+    return [line.strip() for line in f if len(line.split()) >= 6][:count]
+
+
+@pytest.fixture(scope="module")
+def classifier():
+  model = glue.ClassifierModel(tiny_config(), num_labels=3)
+  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  checkpoints.load_checkpoint(HEAD_CKPT, heads=model.heads)
+  return model
+
+
+@pytest.fixture(scope="module")
+def features():
+  tokenizer = BertTextTokenizer(VOCAB_UNCASED, do_lower_case=True)
+  return tokenizer.encode(tf.constant(_sentences()), seq_length=48)
+
+
+def _max_diff(a, b):
+  return float(np.max(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32))))
+
+
+def test_float32_is_the_model_itself_and_names_are_checked(classifier):
+  assert precision.for_inference(classifier, "float32") is classifier
+  assert precision.of(classifier) == "float32"
+  with pytest.raises(UserInputError, match="float16.*float32, bfloat16, int8"):
+    precision.for_inference(classifier, "float16")
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "int8"])
+def test_classifier_agrees_with_float32_on_real_text(classifier, features, name):
+  before = [w.copy() for w in classifier.get_weights()]
+  reference = np.asarray(classifier(features, training=False))
+  other = precision.for_inference(classifier, name)
+  assert other is not classifier and precision.of(other) == name
+  logits = other(features, training=False)
+  assert logits.dtype == tf.float32
+  diff = _max_diff(logits, reference)
+  assert 0 < diff < TOLERANCE[name]["logits"]  # not float32 any more, but close
+  assert np.array_equal(np.argmax(logits, -1), np.argmax(reference, -1))
+  # The float32 model is untouched: same weights, same numbers.
+  assert all(np.array_equal(a, b) for a, b in zip(before, classifier.get_weights()))
+  assert np.array_equal(np.asarray(classifier(features, training=False)), reference)
+  with pytest.raises(UserInputError, match="already computes in"):
+    precision.for_inference(other, "int8" if name == "bfloat16" else "bfloat16")
+  assert precision.for_inference(other, name) is other
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "int8"])
+def test_encoder_layers_compute_in_the_precision(classifier, features, name):
+  encoder = BertModel(tiny_config())
+  encoder(features)
+  encoder.set_weights(classifier.encoder.get_weights())
+  reference = encoder(features)["sequence_output"]
+  other = precision.for_inference(encoder, name)
+  dense = [l for l in other._flatten_layers() if type(l) is keras.layers.Dense]
+  norms = [l for l in other._flatten_layers() if isinstance(l, keras.layers.LayerNormalization)]
+  # 2 layers x (query, key, value, attention output, intermediate, output) + the pooler.
+  assert len(dense) == 13 and norms
+  assert all(l.dtype_policy.compute_dtype == "float32" for l in norms)
+  if name == "bfloat16":
+    assert all(l.compute_dtype == "bfloat16" and l.kernel.dtype == "float32" for l in dense)
+  else:
+    assert all(l.quantization_mode == "int8" and l._kernel.dtype == "int8" for l in dense)
+  outputs = other(features)
+  assert outputs["sequence_output"].dtype == outputs["pooled_output"].dtype == tf.float32
+  real = np.asarray(features["input_mask"], bool)
+  diff = np.abs(np.asarray(outputs["sequence_output"]) - np.asarray(reference))[real]
+  assert diff.max() < TOLERANCE[name]["sequence_output"]
+  assert diff.mean() < TOLERANCE[name]["mean_sequence"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bfloat16", "int8"])
+def test_export_computes_in_the_precision_and_says_so(classifier, name, tmp_path):
+  other = precision.for_inference(classifier, name)
+  out = export_classifier(tmp_path / name, other, VOCAB_UNCASED, True, 48,
+                          ["a", "b", "c"], text_pair=False)
+  assert export.read_metadata(out)["inference_precision"] == name
+  texts = _sentences()
+  served = tf.saved_model.load(out).signatures["serving_default"](text_a=tf.constant(texts))
+  tokenizer = BertTextTokenizer(VOCAB_UNCASED, do_lower_case=True)
+  # Compared with the model in graph mode, as served: eagerly, bfloat16 rounds each op's
+  # output, while a graph fuses matmul, bias and activation (1e-3 apart here).
+  graph = tf.function(lambda features: tf.nn.softmax(other(features)))
+  expected = graph(tokenizer.encode(tf.constant(texts), seq_length=48))
+  np.testing.assert_allclose(served["probabilities"], expected, atol=1e-5)
+  float32 = tf.nn.softmax(classifier(tokenizer.encode(tf.constant(texts), seq_length=48)))
+  assert 0 < _max_diff(served["probabilities"], float32) < TOLERANCE[name]["logits"]
+  loaded = tf.saved_model.load(out)
+  int8_variables = [v for v in loaded.model_variables if v.dtype == tf.int8]
+  assert len(int8_variables) == (13 if name == "int8" else 0)  # stored as int8, not float32
