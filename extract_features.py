@@ -85,6 +85,9 @@ def write_sentence_embeddings():
 
 
 def main(_):
+  if FLAGS.inference_precision == "bfloat16":
+    runner.warn_if_slow_bfloat16("--inference_precision=bfloat16",
+                                 "Use float32 or int8 on this machine.")
   if FLAGS.pooling or FLAGS.model_dir:
     return write_sentence_embeddings()
   cli.require_flags(FLAGS, "input_file", "vocab_file", "bert_config_file", "init_checkpoint",

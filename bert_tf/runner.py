@@ -311,12 +311,17 @@ def prepare(options, hooks):
 
 def _warn_if_slow_precision(options):
   """bfloat16 on a CPU whose TensorFlow kernels emulate it is far slower than float32."""
-  if (options.mixed_precision == "bfloat16" and options.strategy in ("one_device", "mirrored")
-      and not tf.config.list_physical_devices("GPU") and not cpu.fast_bfloat16()):
-    logging.warning("--mixed_precision=bfloat16 on this CPU (%s) runs on TensorFlow's slow "
-                    "bfloat16 fallback (it needs AVX-512, best with AMX or AVX512-BF16): "
-                    "expect it to be many times slower than float32. Leave "
-                    "--mixed_precision unset here.", cpu.describe())
+  if options.mixed_precision == "bfloat16" and options.strategy in ("one_device", "mirrored"):
+    warn_if_slow_bfloat16("--mixed_precision=bfloat16", "Leave --mixed_precision unset here.")
+
+
+def warn_if_slow_bfloat16(what, advice):
+  """Logs that `what` (bfloat16 compute, here) runs on TensorFlow's slow CPU fallback, if
+  this machine has no GPU and no AVX-512."""
+  if not tf.config.list_physical_devices("GPU") and not cpu.fast_bfloat16():
+    logging.warning("%s on this CPU (%s) runs on TensorFlow's slow bfloat16 fallback (it needs "
+                    "AVX-512, best with AMX or AVX512-BF16): expect it to be many times slower "
+                    "than float32. %s", what, cpu.describe(), advice)
 
 
 def _train(run, hooks, examples, num_train_steps):

@@ -309,3 +309,17 @@ def test_the_scripts_share_the_model_checks(tmp_path):
       assert result.returncode == 2, (script, result.stderr[-2000:])
       assert result.stderr.strip().splitlines()[-1].startswith(message), (script, result.stderr)
   assert sorted(p.name for p in tmp_path.iterdir()) == ["bert_config.json"]
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_bfloat16_on_a_cpu_without_avx512_is_warned_about(monkeypatch, caplog, fast):
+  from bert_tf import cpu
+  monkeypatch.setattr(cpu, "fast_bfloat16", lambda cpu_info=None: fast)
+  with caplog.at_level("WARNING"):
+    runner.warn_if_slow_bfloat16("--inference_precision=bfloat16", "Use float32 here.")
+  warned = [r.getMessage() for r in caplog.records if "slow bfloat16 fallback" in r.getMessage()]
+  if fast:
+    assert not warned
+  else:
+    assert len(warned) == 1 and warned[0].startswith("--inference_precision=bfloat16 on this CPU")
+    assert warned[0].endswith("Use float32 here.")
