@@ -138,7 +138,8 @@ ort = onnxruntime.InferenceSession(f32, providers=["CPUExecutionProvider"]).run(
 with torch.inference_mode():
   ref = Wrapped(model)(*(torch.tensor(feed[n]) for n in names)).numpy()
 real = mask.astype(bool) if head == "encoder" else slice(None)
-print(json.dumps({"float32": f32, "int8": int8, "max_abs_diff": float(np.abs(ort - ref)[real].max()),
+print(json.dumps({"float32": f32, "int8": int8,
+                  "max_abs_diff": float(np.abs(ort - ref)[real].max()),
                   "versions": "onnxruntime %s, %s" % (onnxruntime.__version__, versions())}))
 '''
 
