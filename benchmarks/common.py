@@ -38,16 +38,22 @@ def dtype_policy():
   return "mixed_bfloat16" if flags.FLAGS.dtype == "bfloat16" else None
 
 
-def define_hf_comparison_flags(ort=False, default_shape="MiniLM-L6 shape"):
+def define_hf_comparison_flags(peers=False, default_shape="MiniLM-L6 shape"):
   """The model (random and of `default_shape` unless a config or checkpoint is given) and the
-  peers' interpreters: transformers (--hf_python) and, with `ort`, ONNX Runtime."""
+  peers' interpreters: transformers (--hf_python) and, with `peers`, ONNX Runtime and how
+  torch's threads wait."""
   flags.DEFINE_string("bert_config_file", None, "Model config (default: the config.json of an "
                       "HF folder given as --init_checkpoint or --hf_model_dir, else the %s)."
                       % default_shape)
   flags.DEFINE_string("init_checkpoint", None, "Google-layout checkpoint or HF folder.")
   flags.DEFINE_string("hf_python", None, "A Python with torch + transformers, for the comparison.")
   flags.DEFINE_string("hf_model_dir", None, "HF folder with the same weights (else random).")
-  if ort:
+  if peers:
+    flags.DEFINE_bool("hf_passive_omp", True, "Run the torch peer with OMP_WAIT_POLICY=PASSIVE. "
+                      "On a busy machine torch's spinning OpenMP threads wait for each other "
+                      "at every operator (2 threads on a shared 2-core machine: 1000 ms for one "
+                      "short MiniLM request, 19 ms with PASSIVE); --nohf_passive_omp keeps "
+                      "torch's own default, which can be a little faster on an idle machine.")
     flags.DEFINE_string("ort_python", None, "A Python with onnxruntime, onnx, onnxscript, torch "
                         "and transformers: exports the same transformers model with torch.onnx "
                         "and times it in ONNX Runtime, float32 and dynamic int8.")

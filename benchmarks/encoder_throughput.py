@@ -35,7 +35,7 @@ from bert_tf.config import BertConfig  # noqa: E402
 FLAGS = flags.FLAGS
 common.define_workload_flags(32, "Sequences per forward pass.", 5, "Timed forward passes.",
                              dtype_flag=False)
-common.define_hf_comparison_flags(ort=True, default_shape="BERT-Base shape of the flags below")
+common.define_hf_comparison_flags(peers=True, default_shape="BERT-Base shape of the flags below")
 common.define_precisions_flag()
 flags.DEFINE_integer("hidden_size", 768, "Hidden size (BERT-Base: 768).")
 flags.DEFINE_integer("num_heads", 12, "Attention heads (BERT-Base: 12).")
@@ -112,11 +112,12 @@ def peer_seconds(config, precisions):
     for p in precisions:
       out = common.run_json_script(FLAGS.hf_python, HF_SIDE, FLAGS.hf_model_dir or "-", *shape,
                                    json.dumps(common.hf_config(config)), p,
-                                   failure="HF transformers %s (--hf_python) failed" % p)
+                                   failure="HF transformers %s (--hf_python) failed" % p,
+                                   env=peers.hf_env())
       results["HF " + p] = out["seconds"]
-    notes.append("HF: %s, BertModel, %d threads; bfloat16 = torch.autocast(cpu, bfloat16) over "
+    notes.append("HF: %s, BertModel, %d threads, %s; bfloat16 = torch.autocast(cpu, bfloat16) over "
                  "float32 weights, int8 = torch.ao quantize_dynamic(nn.Linear, qint8)" %
-                 (out["version"], os.cpu_count()))
+                 (out["version"], os.cpu_count(), peers.hf_note()))
   if FLAGS.ort_python:
     with tempfile.TemporaryDirectory() as folder:
       onnx = peers.export_onnx(FLAGS.ort_python, FLAGS.hf_model_dir, config, "encoder", folder)

@@ -22,6 +22,8 @@ import json
 import subprocess
 import sys
 
+from absl import flags
+
 from benchmarks import common
 
 # The modules each peer's interpreter must import (pip installs them under the same names).
@@ -161,6 +163,17 @@ def check_flags(flag_values):
     check_python("hf_python", flag_values.hf_python, HF_MODULES)
   if getattr(flag_values, "ort_python", None):
     check_python("ort_python", flag_values.ort_python, ORT_MODULES)
+
+
+def hf_env():
+  """The environment of the torch peer's timing processes (see --hf_passive_omp)."""
+  return {"OMP_WAIT_POLICY": "PASSIVE"} if flags.FLAGS.hf_passive_omp else {}
+
+
+def hf_note():
+  """How the torch peer's threads waited, for its line in the output."""
+  policy = hf_env().get("OMP_WAIT_POLICY")
+  return "OMP_WAIT_POLICY=%s" % policy if policy else "torch's default OpenMP waiting"
 
 
 def export_onnx(python, hf_folder, config, head, out_dir):

@@ -34,7 +34,7 @@ from benchmarks import common, peers  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = flags.FLAGS
-common.define_hf_comparison_flags(ort=True)
+common.define_hf_comparison_flags(peers=True)
 common.define_precisions_flag()
 flags.DEFINE_string("vocab_file", os.path.join(REPO, "data", "vocab.txt"), "Vocabulary.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
@@ -144,9 +144,10 @@ def make_exports(folder, precisions):
   return paths, config
 
 
-def measure(python, script, *args, failure="measurement failed"):
+def measure(python, script, *args, failure="measurement failed", env=None):
   return common.run_json_script(python, script, *args, failure=failure,
-                                env={"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"})
+                                env=dict({"TF_ENABLE_ONEDNN_OPTS": "1",
+                                          "TF_CPP_MIN_LOG_LEVEL": "2"}, **(env or {})))
 
 
 def peer_results(folder, work_file, config, precisions):
@@ -159,10 +160,10 @@ def peer_results(folder, work_file, config, precisions):
       results["HF " + p] = measure(
           FLAGS.hf_python, HF_SIDE, work_file, FLAGS.vocab_file, FLAGS.hf_model_dir or "-",
           threads, json.dumps(common.hf_config(config)), p, lower, length,
-          failure="HF transformers %s (--hf_python) failed" % p)
-    notes.append("HF: %s; bfloat16 = torch.autocast(cpu, bfloat16) over float32 weights, "
+          failure="HF transformers %s (--hf_python) failed" % p, env=peers.hf_env())
+    notes.append("HF: %s, %s; bfloat16 = torch.autocast(cpu, bfloat16) over float32 weights, "
                  "int8 = torch.ao quantize_dynamic(nn.Linear, qint8)" %
-                 results["HF " + precisions[0]]["version"])
+                 (results["HF " + precisions[0]]["version"], peers.hf_note()))
   if FLAGS.ort_python:
     onnx = peers.export_onnx(FLAGS.ort_python, FLAGS.hf_model_dir, config, "classifier", folder)
     for p in [p for p in precisions if p in onnx]:
