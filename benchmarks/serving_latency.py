@@ -58,7 +58,7 @@ def timings(call, texts, repeats):
 
 def run_all(call, workload):
   return {"short": timings(call, [workload["short"]], workload["requests"]),
-          "long": timings(call, [workload["long"]], workload["requests"] // 4),
+          "long": timings(call, [workload["long"]], max(1, workload["requests"] // 4)),
           "batch32": timings(call, workload["batch"], workload["batches"])}
 '''
 
