@@ -1,12 +1,11 @@
-"""Shared by the benchmarks: their common flags, the model of the Hugging Face comparisons,
-running the other side in its own interpreter, FLOP counts and this machine's float32 matmul
-peak."""
+"""Shared by the benchmarks: their common flags, the model of the comparisons with Hugging
+Face and ONNX Runtime, running the other side in its own interpreter, the inference precisions
+to time, FLOP counts and this machine's matmul peak."""
 
 import json
 import os
 import subprocess
 import sys
-import time
 
 from absl import flags
 import tensorflow as tf
@@ -18,12 +17,16 @@ MINILM_L6 = {"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
              "type_vocab_size": 2}
 
 
-def define_workload_flags(batch_size, batch_size_help, iterations, iterations_help):
-  """The size, precision and repeats of the BERT-Base timings against the matmul peak."""
+def define_workload_flags(batch_size, batch_size_help, iterations, iterations_help,
+                          dtype_flag=True):
+  """The size, precision (--dtype, unless the benchmark times --precisions) and repeats of the
+  BERT-Base timings against the matmul peak."""
   flags.DEFINE_integer("batch_size", batch_size, batch_size_help)
   flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
   flags.DEFINE_integer("num_layers", 12, "Encoder layers (BERT-Base: 12).")
   flags.DEFINE_integer("iterations", iterations, iterations_help)
+  if not dtype_flag:
+    return
   flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
                     "Compute type: float32, or bfloat16 (Keras mixed_bfloat16: matmuls in "
                     "bfloat16, variables and LayerNorm in float32). The peak printed is the "
@@ -35,20 +38,92 @@ def dtype_policy():
   return "mixed_bfloat16" if flags.FLAGS.dtype == "bfloat16" else None
 
 
-def define_hf_comparison_flags():
-  """The model (MiniLM-L6-shaped and random by default) and the transformers side of the
-  comparisons with Hugging Face."""
-  flags.DEFINE_string("bert_config_file", None, "Model config (default: MiniLM-L6 shape).")
+def define_hf_comparison_flags(peers=False, default_shape="MiniLM-L6 shape"):
+  """The model (random and of `default_shape` unless a config or checkpoint is given) and the
+  peers' interpreters: transformers (--hf_python) and, with `peers`, ONNX Runtime and how
+  torch's threads wait."""
+  flags.DEFINE_string("bert_config_file", None, "Model config (default: the config.json of an "
+                      "HF folder given as --init_checkpoint or --hf_model_dir, else the %s)."
+                      % default_shape)
   flags.DEFINE_string("init_checkpoint", None, "Google-layout checkpoint or HF folder.")
   flags.DEFINE_string("hf_python", None, "A Python with torch + transformers, for the comparison.")
   flags.DEFINE_string("hf_model_dir", None, "HF folder with the same weights (else random).")
+  if peers:
+    flags.DEFINE_bool("hf_passive_omp", True, "Run the torch peer with OMP_WAIT_POLICY=PASSIVE. "
+                      "On a busy machine torch's spinning OpenMP threads wait for each other "
+                      "at every operator (2 threads on a shared 2-core machine: 1000 ms for one "
+                      "short MiniLM request, 19 ms with PASSIVE); --nohf_passive_omp keeps "
+                      "torch's own default, which can be a little faster on an idle machine.")
+    flags.DEFINE_string("ort_python", None, "A Python with onnxruntime, onnx, onnxscript, torch "
+                        "and transformers: exports the same transformers model with torch.onnx "
+                        "and times it in ONNX Runtime, float32 and dynamic int8.")
 
 
-def comparison_config():
-  """The BertConfig of --bert_config_file, else MiniLM-L6's shape."""
+def comparison_config(default=None):
+  """The BertConfig of --bert_config_file, else of the HF folder given as --init_checkpoint or
+  --hf_model_dir (so that both sides run the same shape), else `default` (MiniLM-L6's shape)."""
+  from bert_tf import hf_checkpoints
   from bert_tf.config import BertConfig
   config_file = flags.FLAGS.bert_config_file
-  return BertConfig.from_json_file(config_file) if config_file else BertConfig(**MINILM_L6)
+  if config_file:
+    return BertConfig.from_json_file(config_file)
+  for folder in (flags.FLAGS.init_checkpoint, flags.FLAGS.hf_model_dir):
+    if folder and hf_checkpoints.is_hf_folder(folder):
+      path = os.path.join(folder, "config.json")
+      return BertConfig.from_hf_dict(hf_checkpoints.read_json(path, "Hugging Face config"), path)
+  if flags.FLAGS.init_checkpoint:
+    sys.exit("--init_checkpoint=%s is not a Hugging Face folder: give its --bert_config_file "
+             "too." % flags.FLAGS.init_checkpoint)
+  return default or BertConfig(**MINILM_L6)
+
+
+def check_hf_model_shape(config):
+  """Exits with one line if --hf_model_dir's shape differs from the bert_tf side's `config`:
+  the figures would not compare the same model."""
+  folder = flags.FLAGS.hf_model_dir
+  if not folder:
+    return
+  path = os.path.join(folder, "config.json")
+  try:
+    with open(path, encoding="utf-8") as f:
+      theirs = json.load(f)
+  except (OSError, ValueError) as e:
+    sys.exit("--hf_model_dir=%s: cannot read config.json (%s)." % (folder, e))
+  ours = hf_config(config)
+  different = sorted(k for k in ours if k in theirs and theirs[k] != ours[k])
+  if different:
+    sys.exit("--hf_model_dir=%s has another shape than the bert_tf model (%s); give "
+             "--init_checkpoint=%s or the matching --bert_config_file." %
+             (folder, ", ".join("%s %s vs %s" % (k, theirs[k], ours[k]) for k in different),
+              folder))
+
+
+def define_precisions_flag():
+  """--precisions: the inference precisions to time, on every side."""
+  flags.DEFINE_list("precisions", None, "Inference precisions to time on every side (bert_tf "
+                    "through bert_tf.precision.for_inference; the peers' own float32, "
+                    "bfloat16 autocast and dynamic int8): float32, bfloat16, int8. Default: "
+                    "float32,int8, plus bfloat16 where the CPU has AVX-512 (elsewhere "
+                    "TensorFlow's bfloat16 matmuls fall back to Eigen, about 30x slower than "
+                    "float32).")
+
+
+def selected_precisions():
+  """(the precisions of --precisions in float32, bfloat16, int8 order, a note on what the
+  default left out or None)."""
+  from bert_tf import cpu, precision
+  chosen = flags.FLAGS.precisions
+  if chosen:
+    unknown = [p for p in chosen if p not in precision.PRECISIONS]
+    if unknown:
+      sys.exit("--precisions: unknown %s; use some of %s." %
+               (", ".join(unknown), ", ".join(precision.PRECISIONS)))
+    return [p for p in precision.PRECISIONS if p in chosen], None
+  if cpu.fast_bfloat16():
+    return list(precision.PRECISIONS), None
+  return ["float32", "int8"], ("bfloat16: skipped: no AVX-512 on this CPU (bfloat16 matmuls "
+                               "fall back to slow kernels; --precisions=float32,bfloat16,int8 "
+                               "times it anyway)")
 
 
 def hf_config(config):
@@ -91,6 +166,10 @@ def latency_stats(seconds, items):
 '''
 
 
+# best_seconds as source text too: the peers' forward passes are timed by the same loop.
+BEST_SECONDS_SOURCE = r'''
+import time
+
 def best_seconds(fn, repeats):
   """Fastest of `repeats` calls (after one warm-up call): the machine's capability."""
   fn()
@@ -100,6 +179,10 @@ def best_seconds(fn, repeats):
     fn()
     best = min(best, time.perf_counter() - start)
   return best
+'''
+_namespace = {}
+exec(BEST_SECONDS_SOURCE, _namespace)  # pylint: disable=exec-used  (the text above, run here)
+best_seconds = _namespace["best_seconds"]
 
 
 def matmul_peak_gflops(n=4096, repeats=5, dtype="float32"):

@@ -1,18 +1,23 @@
-"""Serving latency of a classifier SavedModel: cut to each request's length vs padded to max_seq_length.
+"""Serving latency of a classifier SavedModel against its peers, at each inference precision.
 
     python benchmarks/serving_latency.py [--bert_config_file=... --init_checkpoint=...]
         [--hf_python=/path/to/venv/bin/python --hf_model_dir=DIR]
+        [--ort_python=/path/to/venv/bin/python] [--precisions=float32,int8]
 
-Exports one single-sentence classifier twice (dynamic length, and padded as the
-original), loads each in a fresh process that imports only tensorflow and
-tensorflow_text (TF_ENABLE_ONEDNN_OPTS=1, as the README recommends for serving),
-and measures: one short request (p50/p99), one long request (p50/p99) and the
-throughput of batches of 32 real sentences from data/pretraining_corpus.txt.
-With --hf_python, the same texts go through Hugging Face transformers (PyTorch,
-padding to each batch's longest) in that interpreter, for a back-to-back
-comparison; --hf_model_dir then gives both sides the same weights (bert_tf reads
-the HF folder through --init_checkpoint). Without a checkpoint the model is
-MiniLM-L6-shaped (6 layers, hidden 384) with random weights. Prints figures only.
+Exports one single-sentence classifier padded to max_seq_length (float32, as the original)
+and cut to each request's length at each of --precisions (bert_tf.precision.for_inference),
+loads each in a fresh process that imports only tensorflow and tensorflow_text
+(TF_ENABLE_ONEDNN_OPTS=1, as the README recommends for serving), and measures: one short
+request (p50/p99), one long request (p50/p99) and the throughput of batches of 32 real
+sentences from data/pretraining_corpus.txt. The peers answer the same texts (tokenization,
+model and softmax, padding each batch to its longest as transformers does), each precision
+in a fresh process too (benchmarks/peers.py says what their precisions are):
+  * --hf_python: Hugging Face transformers on PyTorch;
+  * --ort_python: the same transformers model exported with torch.onnx, run by ONNX Runtime
+    (float32 and dynamic int8).
+--hf_model_dir gives the peers the weights bert_tf reads through --init_checkpoint (the same
+HF folder). Without a checkpoint the model is MiniLM-L6-shaped (6 layers, hidden 384) with
+random weights. Prints figures only, with bert_tf's speed over each peer's.
 """
 
 import json
@@ -25,11 +30,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bert_tf  # noqa: E402,F401
 from absl import app, flags  # noqa: E402
 
-from benchmarks import common  # noqa: E402
+from benchmarks import common, peers  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = flags.FLAGS
-common.define_hf_comparison_flags()
+common.define_hf_comparison_flags(peers=True)
+common.define_precisions_flag()
 flags.DEFINE_string("vocab_file", os.path.join(REPO, "data", "vocab.txt"), "Vocabulary.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
 flags.DEFINE_integer("max_seq_length", 128, "Packed length of the padded export.")
@@ -52,7 +58,7 @@ def timings(call, texts, repeats):
 
 def run_all(call, workload):
   return {"short": timings(call, [workload["short"]], workload["requests"]),
-          "long": timings(call, [workload["long"]], workload["requests"] // 4),
+          "long": timings(call, [workload["long"]], max(1, workload["requests"] // 4)),
           "batch32": timings(call, workload["batch"], workload["batches"])}
 '''
 
@@ -60,26 +66,46 @@ TF_SIDE = TIMING + r'''
 import tensorflow as tf, tensorflow_text  # noqa: F401  (nothing else: a plain serving process)
 workload = json.load(open(sys.argv[1]))
 serve = tf.saved_model.load(sys.argv[2]).signatures["serving_default"]
-print(json.dumps(run_all(lambda texts: serve(text_a=tf.constant(texts))["probabilities"].numpy(),
-                         workload)))
+result = run_all(lambda texts: serve(text_a=tf.constant(texts))["probabilities"].numpy(),
+                 workload)
+result["version"] = "tensorflow " + tf.__version__
+print(json.dumps(result))
 '''
 
-HF_SIDE = TIMING + r'''
-import torch, transformers
-torch.set_num_threads(int(sys.argv[4]))
-workload = json.load(open(sys.argv[1]))
-tokenizer = transformers.BertTokenizerFast(sys.argv[2], do_lower_case=True)
-if sys.argv[3] != "-":
-  model = transformers.BertForSequenceClassification.from_pretrained(sys.argv[3], num_labels=2)
-else:
-  model = transformers.BertForSequenceClassification(transformers.BertConfig(
-      **json.loads(sys.argv[5]), num_labels=2))
-model.eval()
+HF_SIDE = TIMING + peers.MODEL_SOURCE + r'''
+workload_file, vocab, folder, threads, config_json, precision, lower, length = sys.argv[1:9]
+torch.set_num_threads(int(threads))
+workload = json.load(open(workload_file))
+tokenizer = transformers.BertTokenizerFast(vocab, do_lower_case=lower == "1")
+model, context = hf_precision(load_model(folder, config_json, "classifier"), precision)
 
 def call(texts):
-  with torch.inference_mode():
-    inputs = tokenizer(texts, padding=True, truncation=True, max_length=%d, return_tensors="pt")
-    return torch.softmax(model(**inputs).logits, -1).numpy()
+  with torch.inference_mode(), context():
+    inputs = tokenizer(texts, padding=True, truncation=True, max_length=int(length),
+                       return_tensors="pt")
+    return torch.softmax(model(**inputs).logits.float(), -1).numpy()
+
+result = run_all(call, workload)
+result["version"] = versions()
+print(json.dumps(result))
+'''
+
+# The ONNX export of the same classifier, with transformers' tokenizer (padding to the batch's
+# longest as above) and the softmax in numpy.
+ORT_SIDE = TIMING + peers.ORT_SESSION_SOURCE + r'''
+import numpy as np, transformers
+workload_file, vocab, path, threads, lower, length = sys.argv[1:7]
+workload = json.load(open(workload_file))
+tokenizer = transformers.BertTokenizerFast(vocab, do_lower_case=lower == "1")
+session = ort_session(path, int(threads))
+
+def call(texts):
+  inputs = tokenizer(texts, padding=True, truncation=True, max_length=int(length),
+                     return_tensors="np", return_token_type_ids=True)
+  logits = session.run(None, {k: inputs[k].astype(np.int64) for k in
+                              ("input_ids", "attention_mask", "token_type_ids")})[0]
+  exp = np.exp(logits - logits.max(-1, keepdims=True))
+  return exp / exp.sum(-1, keepdims=True)
 
 print(json.dumps(run_all(call, workload)))
 '''
@@ -94,56 +120,98 @@ def workload():
           "requests": FLAGS.requests, "batches": FLAGS.batches}
 
 
-def make_exports(folder):
-  """The same classifier exported cut-to-length and padded; returns {name: path}."""
-  from bert_tf import checkpoints
+def make_exports(folder, precisions):
+  """The same classifier exported padded (float32) and cut to length at each precision;
+  returns ({row name: path}, config)."""
+  from bert_tf import checkpoints, precision
   from bert_tf.tasks import glue
   from bert_tf.tasks.glue.export import export_classifier
   config = common.comparison_config()
-  model = glue.ClassifierModel(config, num_labels=2, dynamic_length=True)
+  common.check_hf_model_shape(config)
+  model = glue.ClassifierModel(config, num_labels=2, dynamic_length=False)
   if FLAGS.init_checkpoint:
     checkpoints.load_checkpoint(FLAGS.init_checkpoint, model.encoder, strict=False)
-  paths = {}
-  for name, dynamic in (("padded", False), ("cut", True)):
-    model.dynamic_length = dynamic
-    paths[name] = export_classifier(os.path.join(folder, name), model, FLAGS.vocab_file,
-                                    FLAGS.do_lower_case, FLAGS.max_seq_length, ["0", "1"], False)
+
+  def export(name, exported):
+    return export_classifier(os.path.join(folder, name.replace(" ", "_")), exported,
+                             FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length,
+                             ["0", "1"], False)
+
+  paths = {"bert_tf float32 padded": export("padded", model)}
+  model.dynamic_length = True  # for_inference's copies take it from the model's config
+  for p in precisions:
+    paths["bert_tf " + p] = export(p, precision.for_inference(model, p))
   return paths, config
 
 
-def measure(python, script, *args):
-  return common.run_json_script(python, script, *args,
-                                env={"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"})
+def measure(python, script, *args, failure="measurement failed", env=None):
+  return common.run_json_script(python, script, *args, failure=failure,
+                                env=dict({"TF_ENABLE_ONEDNN_OPTS": "1",
+                                          "TF_CPP_MIN_LOG_LEVEL": "2"}, **(env or {})))
+
+
+def peer_results(folder, work_file, config, precisions):
+  """{row name: timings} of the peers the flags name, and lines saying what they ran."""
+  results, notes = {}, []
+  threads, lower = str(os.cpu_count()), "1" if FLAGS.do_lower_case else "0"
+  length = str(FLAGS.max_seq_length)
+  if FLAGS.hf_python:
+    for p in precisions:
+      results["HF " + p] = measure(
+          FLAGS.hf_python, HF_SIDE, work_file, FLAGS.vocab_file, FLAGS.hf_model_dir or "-",
+          threads, json.dumps(common.hf_config(config)), p, lower, length,
+          failure="HF transformers %s (--hf_python) failed" % p, env=peers.hf_env())
+    notes.append("HF: %s, %s; bfloat16 = torch.autocast(cpu, bfloat16) over float32 weights, "
+                 "int8 = torch.ao quantize_dynamic(nn.Linear, qint8)" %
+                 (results["HF " + precisions[0]]["version"], peers.hf_note()))
+  if FLAGS.ort_python:
+    onnx = peers.export_onnx(FLAGS.ort_python, FLAGS.hf_model_dir, config, "classifier", folder)
+    for p in [p for p in precisions if p in onnx]:
+      results["ORT " + p] = measure(FLAGS.ort_python, ORT_SIDE, work_file, FLAGS.vocab_file,
+                                    onnx[p], threads, lower, length,
+                                    failure="ONNX Runtime %s (--ort_python) failed" % p)
+    notes.append("ORT: %s; torch.onnx dynamo export (logits max abs diff vs torch %.1e), "
+                 "int8 = onnxruntime quantize_dynamic(QInt8), %s intra-op threads%s" %
+                 (onnx["versions"], onnx["max_abs_diff"], threads,
+                  "; no bfloat16 row" if "bfloat16" in precisions else ""))
+  return results, notes
 
 
 def main(_):
+  print("CPU: %s" % common.cpu_info())
+  precisions, skipped = common.selected_precisions()
+  peers.check_flags(FLAGS)
   with tempfile.TemporaryDirectory() as folder:
-    paths, config = make_exports(folder)
+    paths, config = make_exports(folder, precisions)
     work_file = os.path.join(folder, "workload.json")
     with open(work_file, "w", encoding="utf-8") as f:
       json.dump(workload(), f)
-    results = {name: measure(sys.executable, TF_SIDE, work_file, path)
+    results = {name: measure(sys.executable, TF_SIDE, work_file, path,
+                             failure="bert_tf %s failed" % name)
                for name, path in paths.items()}
-    if FLAGS.hf_python:
-      results["HF transformers"] = measure(
-          FLAGS.hf_python, HF_SIDE % FLAGS.max_seq_length, work_file, FLAGS.vocab_file,
-          FLAGS.hf_model_dir or "-", str(os.cpu_count()), json.dumps(common.hf_config(config)))
-  print("classifier serving: L=%d H=%d, max_seq_length %d, fresh process, %d CPU threads" %
-        (config.num_hidden_layers, config.hidden_size, FLAGS.max_seq_length, os.cpu_count()))
-  print("%-16s %22s %22s %16s" % ("", "short p50 / p99 ms", "long p50 / p99 ms",
-                                  "batch32 sent/s"))
+    others, notes = peer_results(folder, work_file, config, precisions)
+    results.update(others)
+  print("classifier serving: L=%d H=%d, max_seq_length %d, weights %s, fresh process per row, "
+        "%d CPU threads" % (config.num_hidden_layers, config.hidden_size, FLAGS.max_seq_length,
+                            FLAGS.init_checkpoint or "random", os.cpu_count()))
+  print("bert_tf: %s, TF_ENABLE_ONEDNN_OPTS=1; rows cut each request to its length, the padded "
+        "row pads to max_seq_length as the original" % results[next(iter(paths))]["version"])
+  for line in notes + ([skipped] if skipped else []):
+    print(line)
+  print("x columns: bert_tf's speed over the row's at the same precision (the padded row: "
+        "against bert_tf float32 cut), above 1: bert_tf faster")
+  print("%-24s %20s %20s %10s   %7s %7s %7s" % ("", "short p50 / p99 ms", "long p50 / p99 ms",
+                                               "batch32/s", "x short", "x long", "x b32"))
   for name, r in results.items():
-    print("%-16s %11.1f / %-8.1f %11.1f / %-8.1f %14.1f" % (
+    precision = name.split()[1]
+    ours = results.get("bert_tf " + precision) if name != "bert_tf " + precision else None
+    ratios = [peers.speedup(r[w]["p50_ms"], ours[w]["p50_ms"]) if ours else ""
+              for w in ("short", "long")]
+    ratios.append(peers.speedup(ours["batch32"]["per_second"], r["batch32"]["per_second"])
+                  if ours else "")
+    print("%-24s %9.1f / %-8.1f %9.1f / %-8.1f %10.1f   %7s %7s %7s" % (
         name, r["short"]["p50_ms"], r["short"]["p99_ms"], r["long"]["p50_ms"],
-        r["long"]["p99_ms"], r["batch32"]["per_second"]))
-  cut = results["cut"]
-  for name in [n for n in results if n != "cut"]:
-    other = results[name]
-    print("cut vs %s: short %.2fx, long %.2fx, batch32 %.2fx faster" % (
-        name, other["short"]["p50_ms"] / cut["short"]["p50_ms"],
-        other["long"]["p50_ms"] / cut["long"]["p50_ms"],
-        cut["batch32"]["per_second"] / other["batch32"]["per_second"]))
-
+        r["long"]["p99_ms"], r["batch32"]["per_second"], *ratios))
 
 if __name__ == "__main__":
   app.run(main)
