@@ -13,7 +13,7 @@ Each input line is one example; `sentence A ||| sentence B` makes a pair.
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
-from bert_tf import (checkpoints, checks, cli, cpu, feature_extraction, precision, runner,
+from bert_tf import (checkpoints, checks, cli, feature_extraction, precision, runner,
                      text_embedder)
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertModel
@@ -43,9 +43,9 @@ flags.DEFINE_bool("use_one_hot_embeddings", False,
                   "If True, word embeddings are looked up with a one-hot matmul (as on TPUs) "
                   "instead of a gather; the numbers are the same.")
 flags.DEFINE_bool("jit_compile", None,
-                  "Compile the per-token forward pass with XLA. Default: whichever is faster on "
-                  "this CPU (XLA for float32 on AVX2-only CPUs; TensorFlow's oneDNN kernels on "
-                  "AVX-512/AMX CPUs and for bfloat16), see bert_tf/cpu.py.")
+                  "Compile the per-token forward pass with XLA. Default: whichever measured "
+                  "faster for --inference_precision (XLA for int8; TensorFlow's oneDNN kernels "
+                  "for float32 and bfloat16), see bert_tf/precision.py.")
 flags.DEFINE_enum("inference_precision", "float32", list(precision.PRECISIONS),
                   "What the encoder computes in. " + precision.PRECISION_HELP)
 flags.DEFINE_bool("pad_to_max_seq_length", False,
@@ -108,14 +108,9 @@ def main(_):
   report = checkpoints.load_checkpoint(FLAGS.init_checkpoint, encoder)
   precision.finish(encoder, FLAGS.inference_precision)
   logging.info("Loaded %d variables from %s", len(report.loaded), report.checkpoint)
-  jit_compile = FLAGS.jit_compile
-  if jit_compile is None:
-    jit_compile = cpu.prefer_xla(FLAGS.inference_precision)
-  logging.info("Running the encoder in %s%s on %s", FLAGS.inference_precision,
-               " under XLA" if jit_compile else " (graph mode)", cpu.describe())
   count = feature_extraction.extract_features(
       encoder, tokenizer, examples, FLAGS.output_file, layer_indexes, FLAGS.max_seq_length,
-      FLAGS.batch_size, jit_compile=jit_compile,
+      FLAGS.batch_size, jit_compile=FLAGS.jit_compile,
       dynamic_length=not FLAGS.pad_to_max_seq_length)
   logging.info("Wrote features of %d examples (layers %s) to %s", count, layer_indexes,
                FLAGS.output_file)

@@ -45,18 +45,6 @@ def describe(cpu=None):
                                             " ".join(shown) if shown else "(unknown)")
 
 
-def prefer_xla(precision="float32", cpu=None):
-  """Whether a forward pass is faster compiled with XLA than run by TensorFlow's graph
-  executor (oneDNN kernels) on this CPU, as measured for each kind:
-
-  - AVX2-only (AMD EPYC): float32 under XLA is faster (benchmarks/encoder_throughput.py
-    --jit_compile); bfloat16 is slow either way (no oneDNN bfloat16 there).
-  - AVX-512 / AMX (Intel Xeon): oneDNN's kernels are as fast as XLA's in float32 and 1.8x
-    faster in bfloat16 (19.3 vs 10.8 seq/s, BERT-Base B32 S128), so graph mode wins.
-  """
-  return precision == "float32" and not fast_bfloat16(cpu)
-
-
 def fast_bfloat16(cpu=None):
   """Whether TensorFlow's bfloat16 matmuls run on oneDNN here (AVX-512; AMX or AVX512-BF16
   make them faster than float32) rather than on the slow Eigen fallback."""

@@ -15,8 +15,9 @@ import re
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
-from bert_tf import packing, user_files
+from bert_tf import cpu, packing, precision, user_files
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import INPUT_NAMES, trim_to_longest
 from bert_tf.progress import Progress
@@ -101,8 +102,11 @@ def _batches(items, size):
 
 
 def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, max_seq_length,
-                     batch_size, jit_compile=True, progress_stream=None, dynamic_length=True):
+                     batch_size, jit_compile=None, progress_stream=None, dynamic_length=True):
   """Runs the encoder over the examples and writes the JSONL file; returns the count.
+
+  `jit_compile` None: XLA where it measured faster for the encoder's precision
+  (precision.prefers_xla).
 
   With `dynamic_length`, each batch runs at its longest real length (a multiple of
   16 under XLA, so it compiles a few shapes): the JSONL holds only real tokens,
@@ -113,6 +117,10 @@ def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, m
     outputs = encoder(inputs, training=False)["encoder_outputs"]
     return tf.stack([outputs[i] for i in layer_indexes])
 
+  if jit_compile is None:
+    jit_compile = precision.prefers_xla(precision.of(encoder))
+  logging.info("Running the encoder in %s%s on %s", precision.of(encoder),
+               " under XLA" if jit_compile else " (graph mode)", cpu.describe())
   forward = tf.function(forward, jit_compile=jit_compile, reduce_retracing=True)
   bucket = 16 if jit_compile else 1
   folder = os.path.dirname(os.path.abspath(output_file))

@@ -29,9 +29,3 @@ def test_bfloat16_is_fast_only_with_avx512():
   assert cpu.fast_bfloat16(cpu.parse_cpuinfo(SAPPHIRE))
   assert not cpu.fast_bfloat16(cpu.parse_cpuinfo("garbage"))
 
-
-def test_xla_is_chosen_only_for_float32_on_avx2_only_cpus():
-  amd, sapphire = cpu.parse_cpuinfo(AMD), cpu.parse_cpuinfo(SAPPHIRE)
-  assert cpu.prefer_xla("float32", amd)
-  assert not cpu.prefer_xla("bfloat16", amd) and not cpu.prefer_xla("int8", amd)
-  assert not any(cpu.prefer_xla(p, sapphire) for p in ("float32", "bfloat16", "int8"))

@@ -120,3 +120,8 @@ def test_export_computes_in_the_precision_and_says_so(classifier, name, tmp_path
   loaded = tf.saved_model.load(out)
   int8_variables = [v for v in loaded.model_variables if v.dtype == tf.int8]
   assert len(int8_variables) == (13 if name == "int8" else 0)  # stored as int8, not float32
+
+
+def test_xla_is_the_default_only_where_it_measured_faster():
+  assert precision.prefers_xla("int8")
+  assert not precision.prefers_xla("float32") and not precision.prefers_xla("bfloat16")
