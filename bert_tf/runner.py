@@ -320,7 +320,7 @@ def warn_if_slow_bfloat16(what, advice):
   this machine has no GPU and no AVX-512."""
   if not tf.config.list_physical_devices("GPU") and not cpu.fast_bfloat16():
     logging.warning("%s on this CPU (%s) runs on TensorFlow's slow bfloat16 fallback (it needs "
-                    "AVX-512, best with AMX or AVX512-BF16): expect it to be many times slower "
+                    "AVX-512, best with AMX or AVX512-BF16): expect it to be slower "
                     "than float32. %s", what, cpu.describe(), advice)
 
 
