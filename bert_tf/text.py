@@ -280,7 +280,7 @@ class BertTextTokenizer(tf.Module):
     return _regex_split(text, self._split_pattern, self._keep_pattern)
 
   def _tokenize(self, strings):
-    return self._tokenize_words(strings).merge_dims(1, 2)
+    return _merge_words(self._tokenize_words(strings))
 
   def _tokenize_words(self, strings):
     words = self._basic_tokenize(strings)
@@ -407,6 +407,13 @@ def _regex_split(text, split_pattern, keep_pattern):
   words, _, _, row_splits = regex_split_ops.gen_regex_split_ops.regex_split_with_offsets(
       text, "(%s)" % split_pattern, "(%s)" % keep_pattern)
   return tf.RaggedTensor.from_row_splits(words, row_splits, validate=False)
+
+
+def _merge_words(pieces):
+  """[batch, (words), (pieces)] -> [batch, (pieces)]: `merge_dims(1, 2)` without validating
+  the row splits it builds from valid ones (about 40 assert ops per request)."""
+  splits = tf.gather(pieces.values.row_splits, pieces.row_splits)
+  return tf.RaggedTensor.from_row_splits(pieces.values.values, splits, validate=False)
 
 
 def _branch(pred, true_fn, false_fn):
@@ -563,7 +570,7 @@ def _as_ragged_ids(ids):
   if not isinstance(ids, tf.RaggedTensor):
     ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
   if ids.ragged_rank == 2:
-    ids = ids.merge_dims(1, 2)
+    ids = _merge_words(ids)
   if ids.ragged_rank != 1:
     raise ValueError("Expected token ids of shape [batch, (tokens)] or [batch, (words), "
                      "(pieces)], got %s." % ids.shape)
