@@ -35,7 +35,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bert_tf  # noqa: E402,F401
-from absl import app, flags  # noqa: E402
+from absl import app, flags, logging  # noqa: E402
 
 from benchmarks import common  # noqa: E402
 
@@ -167,6 +167,7 @@ def parse_threads(setting):
 
 
 def main(_):
+  logging.set_verbosity(logging.WARNING)  # not TensorFlow's notes on saving
   vocab_file = _hf_vocab()
   rows = ("request", "request (fn)", "tokenizer", "model", "empty call", "tf.constant")
   with tempfile.TemporaryDirectory() as folder:
