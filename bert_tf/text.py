@@ -47,6 +47,8 @@ import unicodedata
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+# Two internals of the pinned versions (requirements/runtime.txt), for fewer ops per request:
+# an un-lowered Case (`_branch`) and tf-text's split kernel without its validation.
 from tensorflow.python.ops import cond_v2
 from tensorflow_text.python.ops import regex_split_ops
 
