@@ -43,7 +43,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = flags.FLAGS
 common.define_hf_comparison_flags()
 flags.DEFINE_string("vocab_file", os.path.join(REPO, "data", "vocab.txt"),
-                    "Vocabulary (an HF --init_checkpoint folder's vocab.txt is used if it has one).")
+                    "Vocabulary (an HF --init_checkpoint folder's own vocab.txt wins).")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
 flags.DEFINE_integer("max_seq_length", 128, "Packed length of the export.")
 flags.DEFINE_string("export_dir", None, "Time this existing classifier export instead of "
