@@ -47,6 +47,10 @@ import unicodedata
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+# Two internals of the pinned versions (requirements/runtime.txt), for fewer ops per request:
+# an un-lowered Case (`_branch`) and tf-text's split kernel without its validation.
+from tensorflow.python.ops import cond_v2
+from tensorflow_text.python.ops import regex_split_ops
 
 from bert_tf import tokenization
 from bert_tf.errors import UserInputError
@@ -275,10 +279,10 @@ class BertTextTokenizer(tf.Module):
     text = tf.strings.regex_replace(text, self._clean_pattern, "")
     if self._maps_characters:
       text = self._lower_and_strip_accents(text)
-    return tf_text.regex_split(text, self._split_pattern, self._keep_pattern)
+    return _regex_split(text, self._split_pattern, self._keep_pattern)
 
   def _tokenize(self, strings):
-    return self._tokenize_words(strings).merge_dims(1, 2)
+    return _merge_words(self._tokenize_words(strings))
 
   def _tokenize_words(self, strings):
     words = self._basic_tokenize(strings)
@@ -300,10 +304,14 @@ class BertTextTokenizer(tf.Module):
     the code point tables.
     """
     is_ascii = tf.strings.regex_full_match(text, r"[\x00-\x7F]*")
-    other_rows = tf.where(tf.logical_not(is_ascii))
-    other = self._lower_and_strip_accents_unicode(tf.gather_nd(text, other_rows))
     ascii_done = tf.strings.lower(text) if self.do_lower_case else text
-    return tf.tensor_scatter_nd_update(ascii_done, other_rows, other)
+
+    def with_unicode_rows():
+      other_rows = tf.where(tf.logical_not(is_ascii))
+      other = self._lower_and_strip_accents_unicode(tf.gather_nd(text, other_rows))
+      return tf.tensor_scatter_nd_update(ascii_done, other_rows, other)
+
+    return _branch(tf.reduce_all(is_ascii), lambda: ascii_done, with_unicode_rows)
 
   def _lower_and_strip_accents_unicode(self, text):
     """The general case of `_lower_and_strip_accents`, by code point tables."""
@@ -393,6 +401,38 @@ class BertTextTokenizer(tf.Module):
     return self.encode(text_a, text_b, seq_length)
 
 
+def _regex_split(text, split_pattern, keep_pattern):
+  """`tensorflow_text.regex_split` of a 1-D string tensor, minus the validation of the row
+  splits its kernel has just produced: the public function builds three validated ragged
+  tensors (words and both offsets, the offsets unused here), about 70 graph ops of asserts that
+  every request ran (measured with benchmarks/serving_profile.py)."""
+  words, _, _, row_splits = regex_split_ops.gen_regex_split_ops.regex_split_with_offsets(
+      text, "(%s)" % split_pattern, "(%s)" % keep_pattern)
+  return tf.RaggedTensor.from_row_splits(words, row_splits, validate=False)
+
+
+def _merge_words(pieces):
+  """[batch, (words), (pieces)] -> [batch, (pieces)]: `merge_dims(1, 2)` without validating
+  the row splits it builds from valid ones (about 40 assert ops per request)."""
+  splits = tf.gather(pieces.values.row_splits, pieces.row_splits)
+  return tf.RaggedTensor.from_row_splits(pieces.values.values, splits, validate=False)
+
+
+def _branch(pred, true_fn, false_fn):
+  """tf.cond(pred, true_fn, false_fn) that runs only the taken branch's ops.
+
+  Inside a tf.function, tf.cond is lowered to Switch/Merge, and the runtime still visits
+  every op of the branch not taken (to mark it dead); a Case op kept as such calls only
+  the chosen branch's function. Worth it for a rarely taken branch of many ops (the
+  Unicode tables, skipped for all-ASCII requests).
+  """
+  if tf.executing_eagerly():
+    return true_fn() if bool(pred) else false_fn()
+  outputs = cond_v2.indexed_case(tf.cast(pred, tf.int32), [false_fn, true_fn],
+                                 lower_using_switch_merge=False)
+  return outputs[0] if isinstance(outputs, (list, tuple)) else outputs
+
+
 def _as_string_vector(strings):
   """(1-D string tensor, whether the input was a scalar)."""
   strings = tf.convert_to_tensor(strings, tf.string)
@@ -463,10 +503,12 @@ def pack_inputs(segments_a, segments_b, seq_length, cls_id, sep_id):
     checks.append(tf.debugging.assert_greater_equal(seq_length, tf.constant(min_length, tf.int64),
                                                     message=message))
   segments_a = _as_ragged_ids(segments_a)
-  len_a = segments_a.row_lengths()
+  if checks:
+    with tf.control_dependencies(checks):
+      seq_length = tf.identity(seq_length)
   if segments_b is None:
-    segments_b = tf.RaggedTensor.from_row_lengths(
-        tf.zeros([0], tf.int32), tf.zeros_like(len_a), validate=False)
+    return _pack_single(segments_a, seq_length, cls_id, sep_id)
+  len_a = segments_a.row_lengths()
   segments_b = _as_ragged_ids(segments_b)
   len_b = segments_b.row_lengths()
   pair_a, pair_b = truncated_lengths(len_a, len_b, seq_length - 3)
@@ -477,8 +519,6 @@ def pack_inputs(segments_a, segments_b, seq_length, cls_id, sep_id):
   # a[c - 1], [SEP] (c = ka + 1), b[c - ka - 2], then [SEP] (c = ka + kb + 2)
   # only if the truncated b is non-empty, as the original tests `if tokens_b:`.
   if checks:
-    with tf.control_dependencies(checks):
-      seq_length = tf.identity(seq_length)
     shape = tf.stack([segments_a.nrows(), seq_length])
   else:
     shape = [None, seq_length]
@@ -504,12 +544,35 @@ def pack_inputs(segments_a, segments_b, seq_length, cls_id, sep_id):
   }
 
 
+def _pack_single(segments, seq_length, cls_id, sep_id):
+  """`pack_inputs` of single segments: `[CLS] a [SEP]`, a cut to seq_length - 2, type 0.
+
+  The same layout as the general path in about a third of its graph ops, which every
+  single-sentence request runs (benchmarks/serving_profile.py)."""
+  keep = tf.minimum(segments.row_lengths(), tf.cast(seq_length - 2, tf.int64))[:, None]
+  rows = segments.nrows()
+  if isinstance(seq_length, tf.Tensor):
+    shape = tf.stack([rows, seq_length - 2])
+  else:
+    shape = [None, seq_length - 2]
+  word_ids = tf.concat([tf.fill(tf.stack([rows, 1]), tf.cast(cls_id, tf.int32)),
+                        segments.to_tensor(0, shape=shape),
+                        tf.zeros(tf.stack([rows, 1]), tf.int32)], axis=1)
+  column = tf.range(tf.shape(word_ids, out_type=tf.int64)[1])[None, :]
+  word_ids = tf.where(column == keep + 1, tf.cast(sep_id, tf.int32), word_ids)
+  return {
+      "input_word_ids": word_ids,
+      "input_mask": tf.cast(column < keep + 2, tf.int32),
+      "input_type_ids": tf.zeros_like(word_ids),
+  }
+
+
 def _as_ragged_ids(ids):
   """int32 values and int64 row splits, whatever the caller's dtypes; words merged."""
   if not isinstance(ids, tf.RaggedTensor):
     ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
   if ids.ragged_rank == 2:
-    ids = ids.merge_dims(1, 2)
+    ids = _merge_words(ids)
   if ids.ragged_rank != 1:
     raise ValueError("Expected token ids of shape [batch, (tokens)] or [batch, (words), "
                      "(pieces)], got %s." % ids.shape)

@@ -162,6 +162,31 @@ def test_strip_accents_matches_python(do_lower_case, strip_accents):
   _assert_same_as_python(graph_tok, python_tok, texts + _random_texts(seed=4321, count=300))
 
 
+@pytest.mark.parametrize("do_lower_case,strip_accents", STRIP_ACCENTS_COMBINATIONS)
+def test_graph_mode_takes_the_ascii_and_unicode_branches_like_python(do_lower_case,
+                                                                    strip_accents):
+  """Inside a tf.function the Unicode tables run only for batches with a non-ASCII row
+  (an un-lowered branch, eager mode decides in Python): all-ASCII, mixed and
+  all-non-ASCII batches, and the packed single-sentence inputs, all match FullTokenizer."""
+  graph_tok = text.BertTextTokenizer(VOCAB_UNCASED, do_lower_case, strip_accents)
+  python_tok = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case, strip_accents)
+  spec = [tf.TensorSpec([None], tf.string)]
+  tokenize = tf.function(graph_tok.tokenize, input_signature=spec)
+  encode = tf.function(lambda t: graph_tok.encode(t, seq_length=16), input_signature=spec)
+  unicode_texts = KOREAN_AND_ACCENTED + _random_texts(seed=99, count=60)
+  ascii_texts = ["Hello, World!", "THE QUICK brown fox", "", "  tabs\tand\nnew lines  ",
+                 "don't stop-me now..."]
+  for batch in (ascii_texts, unicode_texts, ascii_texts + unicode_texts, ascii_texts[:1], []):
+    want = [python_tok.convert_tokens_to_ids(python_tok.tokenize(t)) for t in batch]
+    encoded = tf.constant([t.encode("utf-8") for t in batch], tf.string)
+    assert tokenize(encoded).to_list() == want, batch[:3]
+    got = {k: v.numpy().tolist() for k, v in encode(encoded).items()}
+    for i, ids in enumerate(want):
+      features = _reference_features(ids, None, 16, python_tok.vocab["[CLS]"],
+                                     python_tok.vocab["[SEP]"])
+      assert {k: v[i] for k, v in got.items()} == features, batch[i]
+
+
 @pytest.mark.parametrize("config", GOLDEN["configs"], ids=lambda c: c["name"])
 def test_explicit_default_strip_accents_keeps_golden_ids(config):
   tok = text.BertTextTokenizer(VOCABS[config["vocab_file"]], config["do_lower_case"],
