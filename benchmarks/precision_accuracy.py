@@ -7,15 +7,19 @@
     # 2. fine-tune in float32: python run_classifier.py --task_name=sst-2 --data_dir=DATA ...
     # 3. compare the precisions on the labelled test set:
     python benchmarks/precision_accuracy.py --checkpoint=OUTPUT_DIR \\
-        --bert_config_file=... --vocab_file=... --test_file=DATA/dev.tsv
+        --bert_config_file=... --vocab_file=... --test_file=DATA/dev.tsv \\
+        [--precisions=float32,bfloat16,int8] [--int8_keep_float32=pooler ...]
 
-Step 3 builds the GLUE classifier once per precision, loads the fine-tuned checkpoint,
-applies bert_tf.precision.for_inference and predicts the test set through the same
-features as run_classifier's eval (the original's convert_single_example). It prints, per
-precision: accuracy, F1 of the positive class, the points each lost against float32, the
-share of labels equal to float32's and the |probability| differences. A precision is only
-useful if it keeps the fine-tuned model's decisions, which a golden on random weights cannot
-show. Prints figures only.
+Step 3 builds the GLUE classifier, loads the fine-tuned checkpoint, applies
+bert_tf.precision.for_inference for each precision and predicts the test set through the
+features of run_classifier's eval (the sst-2 processor and convert_single_example). A
+precision is only worth having if it keeps a trained model's decisions, which goldens on
+random weights cannot show. One row per precision: accuracy, F1 of the positive class
+(label 1), both in points against float32, the share of predicted labels equal to
+float32's, max and mean |P(label 1) - float32's|, the seconds of the first batch (tracing
+included) and of the whole test set after it. --int8_keep_float32 adds int8 rows with some
+Dense layers left float32, to find the layers that cost int8 its accuracy. Prints figures
+only; the timings are whatever the machine gives (bfloat16 is slow without AVX-512).
 """
 
 import os
