@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bert_tf  # noqa: E402,F401
 from absl import flags  # noqa: E402
 
+from bert_tf import cli  # noqa: E402
 from bert_tf.errors import UserInputError  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -69,13 +70,15 @@ flags.DEFINE_multi_string("int8_keep_float32", None,
 
 def prepare_sst2_layout(train_file, test_file, label_column, output_dir):
   """Writes output_dir/{train,dev}.tsv (header `sentence label`) from the Reuters TSVs; returns
-  {file name: (rows, positives)}. Tabs and newlines cannot occur in the source fields (its
-  README), so the rows are copied as they are."""
+  {file name: (rows, positives)}. The source fields hold no tabs or newlines, so the texts are
+  copied as they are."""
   from bert_tf import user_files
-  os.makedirs(output_dir, exist_ok=True)
-  counts = {}
+  splits = {}
   for source, name in ((train_file, "train.tsv"), (test_file, "dev.tsv")):
-    lines = user_files.read_text(source, "Reuters TSV").splitlines()
+    lines = [line.rstrip("\r") for line in
+             user_files.read_text(source, "Reuters TSV").split("\n") if line.strip()]
+    if not lines:
+      raise UserInputError("Reuters TSV %s is empty." % source)
     header = lines[0].split("\t")
     if label_column not in header or "text" not in header:
       raise UserInputError("%s: header %s has no %r or 'text' column (check --label_column)." %
@@ -88,11 +91,14 @@ def prepare_sst2_layout(train_file, test_file, label_column, output_dir):
         raise UserInputError("%s line %d: expected %d tab-separated fields with a 0/1 %s." %
                              (source, number, len(header), label_column))
       rows.append((fields[text_at], fields[label_at]))
+    splits[name] = rows
+  os.makedirs(output_dir, exist_ok=True)
+  for name, rows in splits.items():
     with open(os.path.join(output_dir, name), "w", encoding="utf-8") as writer:
       writer.write("sentence\tlabel\n")
       writer.writelines("%s\t%s\n" % row for row in rows)
-    counts[name] = (len(rows), sum(label == "1" for _, label in rows))
-  return counts
+  return {name: (len(rows), sum(label == "1" for _, label in rows))
+          for name, rows in splits.items()}
 
 
 def read_test_set(path, tokenizer, max_seq_length):
@@ -161,9 +167,10 @@ def quantized_except(config, checkpoint, keep_float32):
 
 
 def predict_probabilities(model, features, batch_size):
-  """([N, 2] float32 probabilities of `model` over `features`, seconds of the warm-up call,
-  seconds of the others). One tf.function call a batch; the last batch is padded to full size
-  (its padding rows dropped), so the function is traced once, in the untimed warm-up."""
+  """([N, 2] float32 probabilities of `model` over `features`, seconds of a warm-up call on the
+  first batch, seconds of the pass over all batches after it). One tf.function call a batch;
+  the last batch is padded to full size (its padding rows dropped), so the function is traced
+  once, in the warm-up."""
   import numpy as np
   import tensorflow as tf
 
@@ -195,7 +202,6 @@ def scores(probabilities, labels):
 
 
 def main(_):
-  from bert_tf import cli
   if FLAGS.prepare_dir:
     cli.require_flags(FLAGS, "reuters_train", "reuters_test")
     counts = prepare_sst2_layout(FLAGS.reuters_train, FLAGS.reuters_test, FLAGS.label_column,
@@ -241,6 +247,6 @@ def main(_):
         name, accuracy, f1, 100 * (accuracy - reference[1]), 100 * (f1 - reference[2]),
         100 * agreement, delta.max(), delta.mean(), warm_up, seconds), flush=True)
 
+
 if __name__ == "__main__":
-  from bert_tf import cli as _cli
-  _cli.run(main)
+  cli.run(main)
