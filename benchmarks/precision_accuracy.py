@@ -227,13 +227,14 @@ def main(_):
   print("checkpoint %s; %d test documents (%d positive), max_seq_length %d, batch %d" %
         (checkpoint, len(labels), int((labels == 1).sum()), FLAGS.max_seq_length,
          FLAGS.batch_size))
-  print("%-26s %8s %7s %9s %8s %8s %9s %9s %9s %8s" % (
-      "precision", "accuracy", "F1", "d_acc_pt", "d_F1_pt", "agree_%", "max|dp|", "mean|dp|",
-      "warmup_s", "run_s"))
   runs = [(name, lambda name=name: precision.for_inference(model, name)) for name in precisions]
   for keep in FLAGS.int8_keep_float32 or ():
-    runs.append(("int8, f32: %s" % keep, lambda keep=keep: quantized_except(
+    runs.append(("int8 but %s" % keep, lambda keep=keep: quantized_except(
         config, FLAGS.checkpoint, keep)))
+  width = max(len(name) for name, _ in runs)
+  print("%-*s %8s %7s %9s %8s %8s %9s %9s %9s %8s" % (
+      width, "precision", "accuracy", "F1", "d_acc_pt", "d_F1_pt", "agree_%", "max|dp|",
+      "mean|dp|", "warmup_s", "run_s"))
   reference = None
   for name, make_model in runs:
     probabilities, warm_up, seconds = predict_probabilities(make_model(), features,
@@ -242,11 +243,14 @@ def main(_):
     if reference is None:
       reference = (probabilities, accuracy, f1)
     delta = np.abs(probabilities[:, 1] - reference[0][:, 1])
-    agreement = (probabilities.argmax(-1) == reference[0].argmax(-1)).mean()
-    print("%-26s %8.4f %7.4f %+9.2f %+8.2f %8.2f %9.2e %9.2e %9.1f %8.1f" % (
-        name, accuracy, f1, 100 * (accuracy - reference[1]), 100 * (f1 - reference[2]),
-        100 * agreement, delta.max(), delta.mean(), warm_up, seconds), flush=True)
-
+    changed = np.flatnonzero(probabilities.argmax(-1) != reference[0].argmax(-1))
+    print("%-*s %8.4f %7.4f %+9.2f %+8.2f %8.2f %9.2e %9.2e %9.1f %8.1f" % (
+        width, name, accuracy, f1, 100 * (accuracy - reference[1]), 100 * (f1 - reference[2]),
+        100 * (1 - len(changed) / len(labels)), delta.max(), delta.mean(), warm_up, seconds),
+        flush=True)
+    for index in changed:  # how close to the boundary float32 was where the label changed
+      print("  %s changes document %d (label %d): P(1) %.4f in float32, %.4f here" %
+            (name, index + 1, labels[index], reference[0][index, 1], probabilities[index, 1]))
 
 if __name__ == "__main__":
   cli.run(main)
