@@ -1,0 +1,256 @@
+"""Accuracy cost of the bfloat16 and int8 inference paths on a fine-tuned classifier.
+
+    # 1. Reuters-21578 ModApte (columns `grain corn text`) -> SST-2 layout for run_classifier:
+    python benchmarks/precision_accuracy.py --prepare_dir=DATA \\
+        --reuters_train=reuters21578_modapte_train.tsv \\
+        --reuters_test=reuters21578_modapte_test.tsv --label_column=grain
+    # 2. fine-tune in float32: python run_classifier.py --task_name=sst-2 --data_dir=DATA ...
+    # 3. compare the precisions on the labelled test set:
+    python benchmarks/precision_accuracy.py --checkpoint=OUTPUT_DIR \\
+        --bert_config_file=... --vocab_file=... --test_file=DATA/dev.tsv \\
+        [--precisions=float32,bfloat16,int8] [--int8_keep_float32=pooler ...]
+
+Step 3 builds the GLUE classifier, loads the fine-tuned checkpoint, applies
+bert_tf.precision.for_inference for each precision and predicts the test set through the
+features of run_classifier's eval (the sst-2 processor and convert_single_example). A
+precision is only worth having if it keeps a trained model's decisions, which goldens on
+random weights cannot show. One row per precision: accuracy, F1 of the positive class
+(label 1), both in points against float32, the share of predicted labels equal to
+float32's, max and mean |P(label 1) - float32's|, the seconds of the first batch (tracing
+included) and of the whole test set after it. --int8_keep_float32 adds int8 rows with some
+Dense layers left float32, to find the layers that cost int8 its accuracy. Prints figures
+only; the timings are whatever the machine gives (bfloat16 is slow without AVX-512).
+"""
+
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import bert_tf  # noqa: E402,F401
+from absl import flags  # noqa: E402
+
+from bert_tf import cli  # noqa: E402
+from bert_tf.errors import UserInputError  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("prepare_dir", None,
+                    "Only convert the Reuters TSVs (--reuters_train/--reuters_test) into the "
+                    "SST-2 layout that run_classifier --task_name=sst-2 reads (train.tsv, "
+                    "dev.tsv: header row, sentence<TAB>label) in this folder, then stop.")
+flags.DEFINE_string("reuters_train", None,
+                    "With --prepare_dir: Reuters-21578 ModApte training TSV (header "
+                    "`grain corn text`, one document a row).")
+flags.DEFINE_string("reuters_test", None,
+                    "With --prepare_dir: the ModApte test TSV (same columns); becomes dev.tsv.")
+flags.DEFINE_string("label_column", "grain",
+                    "With --prepare_dir: the binary topic column that becomes the label.")
+flags.DEFINE_string("checkpoint", None,
+                    "The fine-tuned classifier: a run_classifier --output_dir or a checkpoint "
+                    "prefix in one.")
+flags.DEFINE_string("bert_config_file", None, "The model's config (as given to run_classifier).")
+flags.DEFINE_string("vocab_file", None, "The model's vocabulary.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (as the fine-tuning did).")
+flags.DEFINE_string("test_file", None,
+                    "Labelled test set in the SST-2 layout (header row, sentence<TAB>label "
+                    "0/1), e.g. the dev.tsv that --prepare_dir wrote.")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per document (as the fine-tuning used).")
+flags.DEFINE_integer("batch_size", 32, "Documents per predicted batch.")
+flags.DEFINE_list("precisions", ["float32", "bfloat16", "int8"],
+                  "Inference precisions to compare (bert_tf.precision.PRECISIONS); float32 "
+                  "is always run first, as the reference.")
+flags.DEFINE_multi_string("int8_keep_float32", None,
+                          "Also run int8 with the Dense layers whose path matches this regular "
+                          "expression left float32 (e.g. 'pooler', 'output_dense', "
+                          "'layer_5/'); repeat the flag for more rows. Shows which layers "
+                          "cost int8 its accuracy.")
+
+
+def prepare_sst2_layout(train_file, test_file, label_column, output_dir):
+  """Writes output_dir/{train,dev}.tsv (header `sentence label`) from the Reuters TSVs; returns
+  {file name: (rows, positives)}. The source fields hold no tabs or newlines, so the texts are
+  copied as they are."""
+  from bert_tf import user_files
+  splits = {}
+  for source, name in ((train_file, "train.tsv"), (test_file, "dev.tsv")):
+    lines = [line.rstrip("\r") for line in
+             user_files.read_text(source, "Reuters TSV").split("\n") if line.strip()]
+    if not lines:
+      raise UserInputError("Reuters TSV %s is empty." % source)
+    header = lines[0].split("\t")
+    if label_column not in header or "text" not in header:
+      raise UserInputError("%s: header %s has no %r or 'text' column (check --label_column)." %
+                           (source, header, label_column))
+    label_at, text_at = header.index(label_column), header.index("text")
+    rows = []
+    for number, line in enumerate(lines[1:], 2):
+      fields = line.split("\t")
+      if len(fields) != len(header) or fields[label_at] not in ("0", "1"):
+        raise UserInputError("%s line %d: expected %d tab-separated fields with a 0/1 %s." %
+                             (source, number, len(header), label_column))
+      rows.append((fields[text_at], fields[label_at]))
+    splits[name] = rows
+  os.makedirs(output_dir, exist_ok=True)
+  for name, rows in splits.items():
+    with open(os.path.join(output_dir, name), "w", encoding="utf-8") as writer:
+      writer.write("sentence\tlabel\n")
+      writer.writelines("%s\t%s\n" % row for row in rows)
+  return {name: (len(rows), sum(label == "1" for _, label in rows))
+          for name, rows in splits.items()}
+
+
+def read_test_set(path, tokenizer, max_seq_length):
+  """(features {encoder input: int32 [N, max_seq_length]}, labels int [N]) of an SST-2-layout
+  file, read by run_classifier's sst-2 processor and packed as its eval packs them."""
+  import numpy as np
+  from bert_tf.tasks import glue
+  processor = glue.Sst2Processor()
+  processor.dev_file = os.path.basename(path)
+  examples = processor.get_dev_examples(os.path.dirname(path) or ".")
+  if not examples:
+    raise UserInputError("Test file %s holds no examples (check --test_file)." % path)
+  rows = [glue.convert_single_example(index, example, processor.get_labels(), max_seq_length,
+                                      tokenizer) for index, example in enumerate(examples)]
+  ids, mask, segments, labels, _ = (np.array(column) for column in zip(*rows))
+  features = {"input_word_ids": ids.astype(np.int32), "input_mask": mask.astype(np.int32),
+              "input_type_ids": segments.astype(np.int32)}
+  return features, labels
+
+
+def load_classifier(config, checkpoint):
+  """The float32 ClassifierModel (2 labels) with every weight, head included, from `checkpoint`."""
+  from bert_tf import checkpoints
+  from bert_tf.tasks import glue
+  model = glue.ClassifierModel(config, num_labels=2, dynamic_length=True)
+  report = checkpoints.load_groups(checkpoint, model.checkpoint_groups(), config=config)
+  if report.skipped_heads:
+    raise UserInputError("Checkpoint %s has no %s weights: pass a fine-tuned classifier "
+                         "(a run_classifier --output_dir), not a pre-trained encoder." %
+                         (report.checkpoint, ", ".join(report.skipped_heads)))
+  return model, report.checkpoint
+
+
+def dense_layers(model):
+  """The plain keras Dense layers of `model`: those bert_tf.precision's int8 path quantizes."""
+  import keras
+  layers = model._flatten_layers(include_self=False)  # pylint: disable=protected-access
+  return [layer for layer in layers
+          if type(layer) is keras.layers.Dense]  # pylint: disable=unidiomatic-typecheck
+
+
+def check_keep_patterns(patterns, model):
+  """Each --int8_keep_float32 is a regular expression that matches some Dense layer path."""
+  paths = [layer.path for layer in dense_layers(model)]
+  for pattern in patterns:
+    try:
+      matched = any(re.search(pattern, path) for path in paths)
+    except re.error as e:
+      raise UserInputError("--int8_keep_float32=%s is not a regular expression: %s." %
+                           (pattern, e)) from None
+    if not matched:
+      raise UserInputError("--int8_keep_float32=%s matches no Dense layer (their paths: "
+                           "layer_0/attention_self/query ... layer_N/output_dense, "
+                           "pooler/dense)." % pattern)
+
+
+def quantized_except(config, checkpoint, keep_float32):
+  """The classifier with its Dense layers int8-quantized as bert_tf.precision's int8 path
+  does, except those whose path (e.g. `layer_5/output_dense`, `pooler/dense`) matches the
+  regular expression `keep_float32`: shows which layers cost the accuracy."""
+  model, _ = load_classifier(config, checkpoint)
+  for layer in dense_layers(model):
+    if not re.search(keep_float32, layer.path):
+      layer.quantize("int8")
+  return model
+
+
+def predict_probabilities(model, features, batch_size):
+  """([N, 2] float32 probabilities of `model` over `features`, seconds of a warm-up call on the
+  first batch, seconds of the pass over all batches after it). One tf.function call a batch;
+  the last batch is padded to full size (its padding rows dropped), so the function is traced
+  once, in the warm-up."""
+  import numpy as np
+  import tensorflow as tf
+
+  @tf.function
+  def probabilities(batch):
+    return tf.nn.softmax(tf.cast(model(batch, training=False), tf.float32), axis=-1)
+
+  total = len(features["input_word_ids"])
+  padding = -total % batch_size
+  padded = {name: np.concatenate([values, values[:1].repeat(padding, 0)])
+            for name, values in features.items()}
+  batches = [{name: tf.constant(values[start:start + batch_size])
+              for name, values in padded.items()} for start in range(0, total, batch_size)]
+  start = time.perf_counter()
+  probabilities(batches[0]).numpy()
+  warm_up = time.perf_counter() - start
+  start = time.perf_counter()
+  outputs = [probabilities(batch).numpy() for batch in batches]
+  return np.concatenate(outputs)[:total], warm_up, time.perf_counter() - start
+
+
+def scores(probabilities, labels):
+  """Accuracy and F1 of the positive class (label 1), both in [0, 1]."""
+  predictions = probabilities.argmax(-1)
+  true_positive = float(((predictions == 1) & (labels == 1)).sum())
+  predicted, actual = float((predictions == 1).sum()), float((labels == 1).sum())
+  f1 = 2 * true_positive / (predicted + actual) if predicted + actual else 0.0
+  return float((predictions == labels).mean()), f1
+
+
+def main(_):
+  if FLAGS.prepare_dir:
+    cli.require_flags(FLAGS, "reuters_train", "reuters_test")
+    counts = prepare_sst2_layout(FLAGS.reuters_train, FLAGS.reuters_test, FLAGS.label_column,
+                                 FLAGS.prepare_dir)
+    for name, (rows, positives) in counts.items():
+      print("%s: %d documents, %d with %s=1" % (os.path.join(FLAGS.prepare_dir, name), rows,
+                                                positives, FLAGS.label_column))
+    return
+  cli.require_flags(FLAGS, "checkpoint", "bert_config_file", "vocab_file", "test_file")
+  import numpy as np
+  from bert_tf import checks, precision
+  from bert_tf.config import BertConfig
+  from benchmarks import common
+  precisions = [precision.check(p) for p in FLAGS.precisions]
+  precisions = ["float32"] + [p for p in dict.fromkeys(precisions) if p != "float32"]
+  config = BertConfig.from_json_file(FLAGS.bert_config_file)
+  checks.check_seq_length(FLAGS.max_seq_length, config, 2)
+  tokenizer = checks.checked_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, None, config)
+  features, labels = read_test_set(FLAGS.test_file, tokenizer, FLAGS.max_seq_length)
+  model, checkpoint = load_classifier(config, FLAGS.checkpoint)
+  check_keep_patterns(FLAGS.int8_keep_float32 or (), model)
+  print(common.cpu_info())
+  print("checkpoint %s; %d test documents (%d positive), max_seq_length %d, batch %d" %
+        (checkpoint, len(labels), int((labels == 1).sum()), FLAGS.max_seq_length,
+         FLAGS.batch_size))
+  runs = [(name, lambda name=name: precision.for_inference(model, name)) for name in precisions]
+  for keep in FLAGS.int8_keep_float32 or ():
+    runs.append(("int8 but %s" % keep, lambda keep=keep: quantized_except(
+        config, FLAGS.checkpoint, keep)))
+  width = max(len(name) for name, _ in runs)
+  print("%-*s %8s %7s %9s %8s %8s %9s %9s %9s %8s" % (
+      width, "precision", "accuracy", "F1", "d_acc_pt", "d_F1_pt", "agree_%", "max|dp|",
+      "mean|dp|", "warmup_s", "run_s"))
+  reference = None
+  for name, make_model in runs:
+    probabilities, warm_up, seconds = predict_probabilities(make_model(), features,
+                                                            FLAGS.batch_size)
+    accuracy, f1 = scores(probabilities, labels)
+    if reference is None:
+      reference = (probabilities, accuracy, f1)
+    delta = np.abs(probabilities[:, 1] - reference[0][:, 1])
+    changed = np.flatnonzero(probabilities.argmax(-1) != reference[0].argmax(-1))
+    print("%-*s %8.4f %7.4f %+9.2f %+8.2f %8.2f %9.2e %9.2e %9.1f %8.1f" % (
+        width, name, accuracy, f1, 100 * (accuracy - reference[1]), 100 * (f1 - reference[2]),
+        100 * (1 - len(changed) / len(labels)), delta.max(), delta.mean(), warm_up, seconds),
+        flush=True)
+    for index in changed:  # how close to the boundary float32 was where the label changed
+      print("  %s changes document %d (label %d): P(1) %.4f in float32, %.4f here" %
+            (name, index + 1, labels[index], reference[0][index, 1], probabilities[index, 1]))
+
+if __name__ == "__main__":
+  cli.run(main)
