@@ -17,9 +17,11 @@ precision is only worth having if it keeps a trained model's decisions, which go
 random weights cannot show. One row per precision: accuracy, F1 of the positive class
 (label 1), both in points against float32, the share of predicted labels equal to
 float32's, max and mean |P(label 1) - float32's|, the seconds of the first batch (tracing
-included) and of the whole test set after it. --int8_keep_float32 adds int8 rows with some
-Dense layers left float32, to find the layers that cost int8 its accuracy. Prints figures
-only; the timings are whatever the machine gives (bfloat16 is slow without AVX-512).
+included) and of the whole test set after it; then each document whose label changed, with
+its P(1) in float32 and in that precision (a change at P(1) near 0.5 is noise, not damage).
+--int8_keep_float32 adds int8 rows with some Dense layers left float32, to find the layers
+that cost int8 its accuracy. Prints figures only; the seconds are incidental (use the speed
+benchmarks for timings).
 """
 
 import os
