@@ -49,10 +49,11 @@ def prefers_xla(precision):
   graph executor (the default of extract_features' --jit_compile). Measured with
   benchmarks/encoder_throughput.py, MiniLM-L6 B32 S128:
 
-  - int8: TensorFlow's graph kernels have no fast int8 matmul (Eigen's, at a quarter of the
-    float32 speed on AMD EPYC AVX2); XLA's runs it 2.5x faster, above float32.
-  - float32: the graph executor's oneDNN kernels are as fast as XLA's or faster (AMD EPYC
-    AVX2: 13.0-14.4 vs 11.1-12.4 seq/s; Intel Xeon AVX-512/AMX, BERT-Base: no faster).
+  - int8: TensorFlow's graph kernels have no fast int8 matmul (Eigen's); XLA's runs the
+    encoder 2.6x faster (AMD EPYC AVX2, idle: 37.5-39.6 vs 13.8-15.0 seq/s).
+  - float32: XLA is at most a few percent faster at one fixed shape (AMD EPYC AVX2, idle:
+    37.9-39.0 vs 36.5-37.0 seq/s; Intel Xeon AVX-512/AMX, BERT-Base: no faster), and a run
+    of variable-length batches compiles each new length (seconds each).
   - bfloat16: oneDNN's AMX kernels are 1.8x XLA's (Intel Xeon, BERT-Base B32: 19.3 vs 10.8).
   """
   return check(precision) == "int8"
