@@ -125,10 +125,7 @@ def peer_seconds(config, precisions):
         out = common.run_json_script(FLAGS.ort_python, ORT_SIDE, onnx[p], *shape,
                                      failure="ONNX Runtime %s (--ort_python) failed" % p)
         results["ORT " + p] = out["seconds"]
-    notes.append("ORT: %s; torch.onnx dynamo export (max abs diff vs torch %.1e), int8 = "
-                 "onnxruntime quantize_dynamic(QInt8), %d intra-op threads%s" %
-                 (onnx["versions"], onnx["max_abs_diff"], os.cpu_count(),
-                  "; no bfloat16 row" if "bfloat16" in precisions else ""))
+    notes.append(peers.ort_note(onnx, "", os.cpu_count(), precisions))
   return results, notes
 
 

@@ -184,6 +184,15 @@ def export_onnx(python, hf_folder, config, head, out_dir):
                                 failure="torch.onnx export in --ort_python failed")
 
 
+def ort_note(onnx, what, threads, precisions):
+  """The ONNX Runtime side's line in the output: versions, how the export compares with torch
+  (`what` it compared), quantization and threads."""
+  return ("ORT: %s; torch.onnx dynamo export (%smax abs diff vs torch %.1e), int8 = onnxruntime "
+          "quantize_dynamic(QInt8), %s intra-op threads%s" %
+          (onnx["versions"], what, onnx["max_abs_diff"], threads,
+           "; no bfloat16 row" if "bfloat16" in precisions else ""))
+
+
 def speedup(ours, theirs):
   """bert_tf's speed over a peer's, as printed: '1.23x' (above 1: bert_tf is faster)."""
   return "%.2fx" % (ours / theirs) if ours and theirs else "-"

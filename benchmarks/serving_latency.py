@@ -170,10 +170,7 @@ def peer_results(folder, work_file, config, precisions):
       results["ORT " + p] = measure(FLAGS.ort_python, ORT_SIDE, work_file, FLAGS.vocab_file,
                                     onnx[p], threads, lower, length,
                                     failure="ONNX Runtime %s (--ort_python) failed" % p)
-    notes.append("ORT: %s; torch.onnx dynamo export (logits max abs diff vs torch %.1e), "
-                 "int8 = onnxruntime quantize_dynamic(QInt8), %s intra-op threads%s" %
-                 (onnx["versions"], onnx["max_abs_diff"], threads,
-                  "; no bfloat16 row" if "bfloat16" in precisions else ""))
+    notes.append(peers.ort_note(onnx, "logits ", threads, precisions))
   return results, notes
 
 
