@@ -287,7 +287,8 @@ def export_from_checkpoint(bert_config_file, vocab_file, init_checkpoint, do_low
   if head is not None and head.name in report.skipped_heads:
     raise UserInputError("Checkpoint %s has no masked-LM head (cls/predictions/*); drop "
                          "--with_mlm to export the encoder alone." % report.checkpoint)
-  precision.finish(encoder, inference_precision)
+  for model in [encoder] + ([head] if head is not None else []):
+    precision.finish(model, inference_precision)
   # Built (and so checked) before either export is written.
   preprocessor = build_preprocessor_module(vocab_file, do_lower_case, strip_accents, seq_length)
   encoder_module = build_encoder_module(encoder, vocab_file, do_lower_case, strip_accents, head)

@@ -374,3 +374,23 @@ def test_runner_errors_are_one_line(tmp_path):
   assert result.stderr.strip().splitlines()[-1] == (
       "error: missing required flag(s): --bert_config_file, --init_checkpoint, "
       "--encoder_export_dir, --preprocessor_export_dir")
+
+
+@pytest.mark.slow
+def test_int8_encoder_export_stays_close_to_float32(exports, tmp_path):
+  import tensorflow_text  # noqa: F401  (the preprocessor's ops)
+  from bert_tf import export
+  encoder_dir, _ = tfhub_export.export_from_checkpoint(
+      TINY_CONFIG, VOCAB_UNCASED, str(TINY_DIR / "bert_model.ckpt"), True,
+      str(tmp_path / "enc"), str(tmp_path / "pre"), seq_length=SEQ, with_mlm=True,
+      inference_precision="int8")
+  assert export.read_metadata(encoder_dir)["inference_precision"] == "int8"
+  assert "inference_precision" not in export.read_metadata(str(tmp_path / "pre"))
+  assert export.read_metadata(exports["encoder"])["inference_precision"] == "float32"
+  inputs = tf.saved_model.load(exports["preprocessor"])(tf.constant(TEXTS))
+  int8 = tf.saved_model.load(encoder_dir)(inputs, training=False)
+  float32 = tf.saved_model.load(exports["encoder"])(inputs, training=False)
+  real = inputs["input_mask"].numpy().astype(bool)
+  diff = np.abs(int8["sequence_output"].numpy() - float32["sequence_output"].numpy())[real]
+  assert 0 < diff.max() < 0.3 and diff.mean() < 0.04  # tests/test_precision.py's tolerance
+  assert int8["pooled_output"].dtype == tf.float32

@@ -323,3 +323,27 @@ def test_bfloat16_on_a_cpu_without_avx512_is_warned_about(monkeypatch, caplog, f
   else:
     assert len(warned) == 1 and warned[0].startswith("--inference_precision=bfloat16 on this CPU")
     assert warned[0].endswith("Use float32 here.")
+
+
+def test_inference_precision_flag_gives_the_export_its_model():
+  import types
+  from bert_tf import precision
+  from bert_tf.tasks import glue
+  from conftest import tiny_config
+
+  def define(values):
+    runner_flags.define_finetuning_flags(flag_values=values)
+    runner_flags.define_eval_flags(flag_values=values)
+
+  assert runner.RunOptions.from_flags(_parsed(define)).inference_precision == "float32"
+  options = runner.RunOptions.from_flags(_parsed(define, "--inference_precision=int8"))
+  assert options.inference_precision == "int8"
+  with pytest.raises(flags.IllegalFlagValueError):
+    _parsed(define, "--inference_precision=float16")
+  model = glue.ClassifierModel(tiny_config(), num_labels=2)
+  run = runner.Run(options, tiny_config(), None, trainer=types.SimpleNamespace(model=model))
+  served = run.serving_model()
+  assert served is not model and precision.of(served) == "int8"
+  float32 = runner.Run(runner.RunOptions(), tiny_config(), None,
+                       trainer=types.SimpleNamespace(model=model))
+  assert float32.serving_model() is model

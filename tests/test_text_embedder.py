@@ -416,3 +416,17 @@ print(json.dumps({}))
   difference = float(np.abs(ours - theirs).max())
   print("max |difference| over %d texts: %.3g" % (len(texts), difference))
   assert difference <= 1e-5
+
+
+@pytest.mark.parametrize("name,tolerance", [("bfloat16", 0.05), ("int8", 0.1)])
+def test_inference_precision_stays_close_to_float32(tmp_path, name, tolerance):
+  folder = write_st_folder(tmp_path / "st", pooling=legacy_pooling("mean"), normalize=True)
+  float32 = text_embedder.load(folder)(tf.constant(TEXTS)).numpy()
+  embedder = text_embedder.load(folder, inference_precision=name)
+  from bert_tf import precision
+  assert precision.of(embedder.encoder) == name
+  got = embedder(tf.constant(TEXTS)).numpy()
+  assert got.dtype == np.float32
+  diff = np.abs(got - float32).max()
+  assert 0 < diff < tolerance  # unit vectors: cosine similarity with float32 above 0.99
+  np.testing.assert_allclose(np.sum(got * float32, axis=1), 1.0, atol=0.01)
