@@ -32,8 +32,7 @@ flags.DEFINE_integer("max_seq_length", None,
                      "Tokens per text at most, [CLS] and [SEP] included; longer texts are cut. "
                      "Default: the folder's max_seq_length (sentence_bert_config.json).")
 flags.DEFINE_bool("overwrite", False, "Replace an existing non-empty --export_dir.")
-flags.DEFINE_enum("inference_precision", "float32", list(precision.PRECISIONS),
-                  "What the encoder computes in. " + precision.PRECISION_HELP)
+precision.define_flag("the encoder")
 
 
 def main(_):

@@ -31,8 +31,7 @@ flags.DEFINE_integer("seq_length", 128,
 flags.DEFINE_bool("with_mlm", False,
                   "Also export the masked-LM head as the encoder's `mlm` sub-object (the "
                   "checkpoint must contain cls/predictions/*).")
-flags.DEFINE_enum("inference_precision", "float32", list(precision.PRECISIONS),
-                  "What the encoder computes in. " + precision.PRECISION_HELP)
+precision.define_flag("the encoder")
 flags.adopt_module_key_flags(cli)  # --help lists the tokenizer flags too
 
 

@@ -46,8 +46,7 @@ flags.DEFINE_bool("jit_compile", None,
                   "Compile the per-token forward pass with XLA. Default: whichever measured "
                   "faster for --inference_precision (XLA for int8; TensorFlow's oneDNN kernels "
                   "for float32 and bfloat16), see bert_tf/precision.py.")
-flags.DEFINE_enum("inference_precision", "float32", list(precision.PRECISIONS),
-                  "What the encoder computes in. " + precision.PRECISION_HELP)
+precision.define_flag("the encoder")
 flags.DEFINE_bool("pad_to_max_seq_length", False,
                   "Run every batch at --max_seq_length as the original. By default each batch "
                   "runs at its longest real sequence (a multiple of 16 under XLA): the same "

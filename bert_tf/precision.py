@@ -19,6 +19,7 @@ float32 model stays usable (e.g. to export again at another precision).
 """
 
 import keras
+from absl import flags
 
 from bert_tf.errors import UserInputError
 
@@ -29,6 +30,12 @@ PRECISION_HELP = ("Inference precision: float32 (faithful, default), bfloat16 (b
                   "agreement with float32.")
 
 _ATTRIBUTE = "inference_precision"
+
+
+def define_flag(what, flag_values=flags.FLAGS):
+  """--inference_precision of a script: `what` names what computes in it."""
+  flags.DEFINE_enum("inference_precision", "float32", list(PRECISIONS),
+                    "What %s computes in. %s" % (what, PRECISION_HELP), flag_values=flag_values)
 
 
 def check(precision):

@@ -310,7 +310,7 @@ def prepare(options, hooks):
 
 
 def _warn_if_slow_precision(options):
-  """bfloat16 on a CPU whose TensorFlow kernels emulate it is far slower than float32."""
+  """bfloat16 on a CPU whose TensorFlow kernels emulate it is slower than float32."""
   if options.mixed_precision == "bfloat16" and options.strategy in ("one_device", "mirrored"):
     warn_if_slow_bfloat16("--mixed_precision=bfloat16", "Leave --mixed_precision unset here.")
 

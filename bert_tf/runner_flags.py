@@ -107,6 +107,4 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, learning_ra
                      "Proportion of training to perform linear learning rate warmup for. "
                      "E.g., 0.1 = 10% of training.", flag_values=f)
   flags.DEFINE_string("export_dir", None, export_help, flag_values=f)
-  flags.DEFINE_enum("inference_precision", "float32", list(precision.PRECISIONS),
-                    "What the --export_dir SavedModel computes in. " + precision.PRECISION_HELP,
-                    flag_values=f)
+  precision.define_flag("the --export_dir SavedModel", flag_values=f)
