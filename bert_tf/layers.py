@@ -14,6 +14,7 @@ and Model Garden's mixed-precision BERT.
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from bert_tf.config import BertConfig
@@ -140,6 +141,7 @@ class SelfAttention(ConfiguredLayer):
 
   Variables: self/{query,key,value}/{kernel,bias} and output/dense/{kernel,bias}
   (the output projection is applied in TransformerBlock, as in the original).
+  It takes and returns [B * S, H] rows, the original's 2-D layout (see TransformerBlock).
   """
 
   def __init__(self, config, **kwargs):
@@ -152,42 +154,47 @@ class SelfAttention(ConfiguredLayer):
     self.dropout = keras.layers.Dropout(config.attention_probs_dropout_prob, dtype=policy)
 
   def build(self, input_shape=None):
-    shape = (None, None, self.config.hidden_size)
+    shape = (None, self.config.hidden_size)
     for layer in (self.query, self.key, self.value):
       layer.build(shape)
     self.built = True
 
-  def _split_heads(self, x):
-    """[B, S, H] -> [B, N, S, D]."""
-    c = self.config
-    shape = ops.shape(x)
-    x = ops.reshape(x, (shape[0], shape[1], c.num_attention_heads, c.head_size))
-    return ops.transpose(x, (0, 2, 1, 3))
-
-  def call(self, hidden_states, input_mask, training=False):
-    """[B, S, H] states, [B, S] 0/1 mask -> [B, S, H] context.
+  def call(self, rows, input_mask, training=False):
+    """[B * S, H] rows, [B, S] 0/1 mask -> [B * S, H] context rows.
 
     The mask arrives as integers and becomes the float32 bias here, because Keras
     would autocast a float bias argument to float16 under mixed precision.
     """
-    q = self._split_heads(self.query(hidden_states))
-    k = self._split_heads(self.key(hidden_states))
-    v = self._split_heads(self.value(hidden_states))
-    scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, S, S]
-    scores = scores * ops.cast(1.0 / math.sqrt(self.config.head_size), scores.dtype)
+    c = self.config
+    heads_shape = (-1, ops.shape(input_mask)[1], c.num_attention_heads, c.head_size)
+
+    def split_heads(x):  # [B * S, H] -> [B, N, S, D]
+      return ops.transpose(ops.reshape(x, heads_shape), (0, 2, 1, 3))
+
+    q = split_heads(self.query(rows))
+    k = split_heads(self.key(rows))
+    v = split_heads(self.value(rows))
+    # transpose_b, as the original: the kernel reads K's rows, no transposed copy is made.
+    scores = tf.linalg.matmul(q, k, transpose_b=True)  # [B, N, S, S]
+    scores = scores * ops.cast(1.0 / math.sqrt(c.head_size), scores.dtype)
     scores = ops.cast(scores, "float32") + attention_bias_from_mask(input_mask)
-    if self.config.causal_attention:
+    if c.causal_attention:
       scores = scores + causal_attention_bias(ops.shape(scores)[-1])
     probs = ops.cast(ops.softmax(scores, axis=-1), q.dtype)
     probs = self.dropout(probs, training=training)
     context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
-    shape = ops.shape(context)
-    return ops.reshape(context, (shape[0], shape[1], self.config.hidden_size))
+    return ops.reshape(context, (-1, c.hidden_size))
 
 
 @serializable
 class TransformerBlock(ConfiguredLayer):
-  """One post-LayerNorm encoder layer: attention, add & norm, FFN, add & norm."""
+  """One post-LayerNorm encoder layer: attention, add & norm, FFN, add & norm.
+
+  Inside, hidden states are [B * S, H] rows, as the original's `reshape_to_matrix`
+  keeps them: every dense layer is then one 2-D MatMul + BiasAdd. A Keras Dense on
+  [B, S, H] is a tensordot with about ten shape, reshape and transpose ops around
+  its matmul, which cost more than the matmul itself for one short request.
+  """
 
   def __init__(self, config, **kwargs):
     super().__init__(config, **kwargs)
@@ -207,22 +214,24 @@ class TransformerBlock(ConfiguredLayer):
   def build(self, input_shape=None):
     h, i = self.config.hidden_size, self.config.intermediate_size
     self.attention.build()
-    self.attention_output.build((None, None, h))
-    self.attention_norm.build((None, None, h))
-    self.intermediate.build((None, None, h))
-    self.output_dense.build((None, None, i))
-    self.output_norm.build((None, None, h))
+    self.attention_output.build((None, h))
+    self.attention_norm.build((None, h))
+    self.intermediate.build((None, h))
+    self.output_dense.build((None, i))
+    self.output_norm.build((None, h))
     self.built = True
 
   def call(self, hidden_states, input_mask, training=False):
     """[B, S, H], [B, S] 0/1 mask -> [B, S, H] (float32)."""
-    context = self.attention(hidden_states, input_mask, training=training)
+    rows = ops.reshape(hidden_states, (-1, self.config.hidden_size))
+    context = self.attention(rows, input_mask, training=training)
     attention_out = self.attention_dropout(self.attention_output(context), training=training)
     attention_out = self.attention_norm(
-        ops.cast(attention_out, "float32") + ops.cast(hidden_states, "float32"))
+        ops.cast(attention_out, "float32") + ops.cast(rows, "float32"))
     ffn = self.output_dense(self.intermediate(attention_out))
     ffn = self.output_dropout(ffn, training=training)
-    return self.output_norm(ops.cast(ffn, "float32") + attention_out)
+    output = self.output_norm(ops.cast(ffn, "float32") + attention_out)
+    return ops.reshape(output, tf.shape(hidden_states))
 
 
 @serializable
