@@ -56,10 +56,11 @@ class MaskedLMHead(Head):
   def build(self, input_shape=None):
     self.transform.build((None, self.config.hidden_size))
     self.layer_norm.build((None, self.config.hidden_size))
-    # autocast=False: the bias is added to float32 logits under every policy (read in
-    # bfloat16 by an eager mixed-precision call, it would fail to add).
+    # A float32 variable, not autocast: the bias is added to float32 logits under every
+    # policy (read in bfloat16 by an eager mixed-precision call, it would fail to add; a
+    # bfloat16 inference copy would otherwise round it).
     self.output_bias = self.add_weight(name="output_bias", shape=(self.config.vocab_size,),
-                                       initializer="zeros", autocast=False)
+                                       initializer="zeros", dtype="float32", autocast=False)
     self.built = True
 
   def logits(self, sequence_output, positions):
@@ -94,7 +95,8 @@ class _PooledLogits(Head):
         name="output_weights", shape=(self.num_labels, self.config.hidden_size),
         initializer=keras.initializers.TruncatedNormal(stddev=self.stddev))
     self.output_bias = self.add_weight(name="output_bias", shape=(self.num_labels,),
-                                       initializer="zeros", autocast=False)  # as MaskedLMHead's
+                                       initializer="zeros", dtype="float32",
+                                       autocast=False)  # as MaskedLMHead's
     self.built = True
 
   def logits(self, x):

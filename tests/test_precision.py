@@ -89,7 +89,8 @@ def test_encoder_layers_compute_in_the_precision(classifier, features, name):
   assert len(dense) == 13 and norms
   assert all(l.dtype_policy.compute_dtype == "float32" for l in norms)
   if name == "bfloat16":
-    assert all(l.compute_dtype == "bfloat16" and l.kernel.dtype == "float32" for l in dense)
+    assert all(l.compute_dtype == "bfloat16" and l.kernel.dtype == "bfloat16" for l in dense)
+    assert all(l.gamma.dtype == "float32" for l in norms)
   else:
     assert all(l.quantization_mode == "int8" and l._kernel.dtype == "int8" for l in dense)
   outputs = other(features)
@@ -125,3 +126,18 @@ def test_export_computes_in_the_precision_and_says_so(classifier, name, tmp_path
 def test_xla_is_the_default_only_where_it_measured_faster():
   assert precision.prefers_xla("int8")
   assert not precision.prefers_xla("float32") and not precision.prefers_xla("bfloat16")
+
+
+def test_bfloat16_weights_give_the_numbers_of_mixed_precision(classifier, features):
+  """The bfloat16 copy stores its weights rounded to bfloat16 once; mixed precision rounds
+  float32 weights at every call. Same roundings, so the same numbers to the bit."""
+  mixed = glue.ClassifierModel(tiny_config(), num_labels=3, dtype="mixed_bfloat16")
+  mixed.set_weights(classifier.get_weights())
+  other = precision.for_inference(classifier, "bfloat16")
+  stored = {w.path: w.dtype for w in other.weights}
+  assert all(w.dtype == "float32" for w in mixed.weights)
+  assert {n for n, d in stored.items() if d == "float32"} == {
+      n for n in stored if "layer_norm" in n or n.endswith("output_bias")}
+  assert "bfloat16" in stored.values()
+  np.testing.assert_array_equal(other(features, training=False),
+                                mixed(features, training=False))
