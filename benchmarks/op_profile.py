@@ -1,0 +1,118 @@
+"""Where an encoder forward pass spends its time, by TensorFlow op type: matmuls against the rest.
+
+    python benchmarks/op_profile.py [--precisions=float32,bfloat16] [--batch_size=8]
+        [--seq_length=128] [--hidden_size=384 --num_heads=12 --intermediate_size=1536
+        --num_layers=6] [--top=12]
+
+Builds the encoder (MiniLM-L6's shape, random weights) as bert_tf.precision builds it for
+each of --precisions (float32, bfloat16; not int8, whose weights Keras quantizes eagerly),
+runs the forward pass in graph mode (as the exports run) through a TF1 session with full tracing, and prints per op type the
+summed kernel time per pass (median of --iterations traced passes, after a warm-up), then
+the split into matmul kernels (MatMul, BatchMatMul and their oneDNN forms) and all other
+ops. The other ops (casts, LayerNorm's reductions, softmax, transposes, elementwise work
+not fused into a matmul) are memory-bound passes: where a CPU's matmuls are fast (bfloat16
+on AMX), they decide the speed, so this is the table to read on such a machine.
+Summed kernel times exceed the wall time when ops run in parallel. Prints figures only.
+"""
+
+import collections
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # noqa: E402
+
+import bert_tf  # noqa: E402,F401  (TensorFlow environment defaults)
+from absl import app, flags  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from benchmarks import common  # noqa: E402
+from bert_tf import precision  # noqa: E402
+from bert_tf.config import BertConfig  # noqa: E402
+from bert_tf.modeling import BertModel  # noqa: E402
+
+FLAGS = flags.FLAGS
+common.define_workload_flags(8, "Sequences per forward pass.", 3, "Traced forward passes.",
+                             dtype_flag=False)
+common.define_precisions_flag()
+flags.DEFINE_integer("hidden_size", 384, "Hidden size (MiniLM-L6: 384).")
+flags.DEFINE_integer("num_heads", 12, "Attention heads (MiniLM-L6: 12).")
+flags.DEFINE_integer("intermediate_size", 1536, "Feed-forward size (MiniLM-L6: 1536).")
+flags.DEFINE_integer("top", 12, "Op types listed per precision.")
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
+FLAGS.set_default("num_layers", 6)
+
+
+def is_matmul(op_type):
+  return "MatMul" in op_type
+
+
+def op_times(config, name):
+  """{op type: median summed microseconds per pass}, and the median wall ms of a pass."""
+  graph = tf.Graph()
+  with graph.as_default():
+    names = ("input_word_ids", "input_mask", "input_type_ids")
+    feeds = {n: tf.compat.v1.placeholder(tf.int32, [None, None], name=n) for n in names}
+    # Built as extract_features builds it (random weights: the time does not depend on them).
+    encoder = BertModel(config, dtype=precision.keras_policy(name))
+    encoder(feeds, training=False)
+    precision.finish(encoder, name)
+    output = encoder(feeds, training=False)["sequence_output"]
+    session = tf.compat.v1.Session(graph=graph)
+    session.run(tf.compat.v1.global_variables_initializer())
+  rng = np.random.default_rng(0)
+  shape = (FLAGS.batch_size, FLAGS.seq_length)
+  feed = {feeds["input_word_ids"]: rng.integers(1000, 20000, shape),
+          feeds["input_mask"]: np.ones(shape), feeds["input_type_ids"]: np.zeros(shape)}
+  for _ in range(2):
+    session.run(output, feed)
+  walls, passes = [], []
+  options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+  for _ in range(FLAGS.iterations):
+    start = time.perf_counter()
+    session.run(output, feed)
+    walls.append(time.perf_counter() - start)
+    metadata = tf.compat.v1.RunMetadata()
+    session.run(output, feed, options=options, run_metadata=metadata)
+    totals = collections.Counter()
+    for device in metadata.step_stats.dev_stats:
+      for node in device.node_stats:
+        if " = " in node.timeline_label:  # "name = OpType(inputs)"
+          totals[node.timeline_label.split(" = ")[1].split("(")[0]] += node.all_end_rel_micros
+    passes.append(totals)
+  kinds = set().union(*passes)
+  return ({k: float(np.median([p[k] for p in passes])) for k in kinds},
+          1000 * float(np.median(walls)))
+
+
+def main(_):
+  print("CPU: %s" % common.cpu_info())
+  precisions, skipped = common.selected_precisions()
+  config = BertConfig(vocab_size=30522, hidden_size=FLAGS.hidden_size,
+                      num_hidden_layers=FLAGS.num_layers, num_attention_heads=FLAGS.num_heads,
+                      intermediate_size=FLAGS.intermediate_size)
+  print("encoder: L=%d H=%d A=%d I=%d, batch %d x seq %d, graph mode, TF_ENABLE_ONEDNN_OPTS=%s"
+        % (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
+           config.intermediate_size, FLAGS.batch_size, FLAGS.seq_length,
+           os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")))
+  if skipped:
+    print(skipped)
+  if "int8" in precisions:  # Keras quantizes the weights with numpy, which a TF1 graph lacks
+    print("int8: skipped: its weights are quantized eagerly, this profile traces a TF1 graph")
+    precisions = [p for p in precisions if p != "int8"]
+  for name in precisions:
+    times, wall = op_times(config, name)
+    total = sum(times.values())
+    matmul = sum(t for k, t in times.items() if is_matmul(k))
+    print("\n%s: wall %.1f ms a pass; summed kernel time %.1f ms = matmuls %.1f ms (%.0f%%) + "
+          "other ops %.1f ms (%.0f%%)" % (name, wall, total / 1000, matmul / 1000,
+                                          100 * matmul / total, (total - matmul) / 1000,
+                                          100 * (total - matmul) / total))
+    print("  %-28s %10s %7s" % ("op type", "ms/pass", "share"))
+    for kind, t in sorted(times.items(), key=lambda kv: -kv[1])[:FLAGS.top]:
+      print("  %-28s %10.2f %6.1f%%" % (kind, t / 1000, 100 * t / total))
+
+
+if __name__ == "__main__":
+  app.run(main)
