@@ -191,9 +191,10 @@ class TransformerBlock(ConfiguredLayer):
   """One post-LayerNorm encoder layer: attention, add & norm, FFN, add & norm.
 
   Inside, hidden states are [B * S, H] rows, as the original's `reshape_to_matrix`
-  keeps them: every dense layer is then one 2-D MatMul + BiasAdd. A Keras Dense on
-  [B, S, H] is a tensordot with about ten shape, reshape and transpose ops around
-  its matmul, which cost more than the matmul itself for one short request.
+  keeps them: every dense layer is then one 2-D MatMul + BiasAdd, which oneDNN fuses
+  into one kernel. A Keras Dense on [B, S, H] is a tensordot: about ten shape, reshape
+  and transpose ops around its matmul, and a Reshape between matmul and bias that
+  blocks the fusion (docs/performance.md, "Outside the matmuls").
   """
 
   def __init__(self, config, **kwargs):
