@@ -1,17 +1,17 @@
 """Where an encoder forward pass spends its time, by TensorFlow op type: matmuls against the rest.
 
     python benchmarks/op_profile.py [--precisions=float32,bfloat16] [--batch_size=8]
-        [--seq_length=128] [--hidden_size=384 --num_heads=12 --intermediate_size=1536
-        --num_layers=6] [--top=12]
+        [--seq_length=128] [--bert_config_file=bert_config.json | --num_layers=6] [--top=12]
 
-Builds the encoder (MiniLM-L6's shape, random weights) as bert_tf.precision builds it for
-each of --precisions (float32, bfloat16; not int8, whose weights Keras quantizes eagerly),
-runs the forward pass in graph mode (as the exports run) through a TF1 session with full tracing, and prints per op type the
-summed kernel time per pass (median of --iterations traced passes, after a warm-up), then
-the split into matmul kernels (MatMul, BatchMatMul and their oneDNN forms) and all other
-ops. The other ops (casts, LayerNorm's reductions, softmax, transposes, elementwise work
-not fused into a matmul) are memory-bound passes: where a CPU's matmuls are fast (bfloat16
-on AMX), they decide the speed, so this is the table to read on such a machine.
+Builds the encoder (MiniLM-L6's shape unless --bert_config_file, random weights) as
+bert_tf.precision builds it for each of --precisions (float32, bfloat16; not int8, whose
+weights Keras quantizes eagerly), runs the forward pass in graph mode (as the exports run)
+through a TF1 session with full tracing, and prints per op type the summed kernel time
+per pass (median of --iterations traced passes, after a warm-up), then the split into
+matmul kernels (MatMul, BatchMatMul and their oneDNN forms) and all other ops. The other
+ops (casts, LayerNorm's reductions, softmax, transposes, elementwise work not fused into a
+matmul) are memory-bound passes: where a CPU's matmuls are fast (bfloat16 on AMX), they
+decide the speed, so this is the table to read on such a machine.
 Summed kernel times exceed the wall time when ops run in parallel. Prints figures only.
 """
 
@@ -36,9 +36,8 @@ FLAGS = flags.FLAGS
 common.define_workload_flags(8, "Sequences per forward pass.", 3, "Traced forward passes.",
                              dtype_flag=False)
 common.define_precisions_flag()
-flags.DEFINE_integer("hidden_size", 384, "Hidden size (MiniLM-L6: 384).")
-flags.DEFINE_integer("num_heads", 12, "Attention heads (MiniLM-L6: 12).")
-flags.DEFINE_integer("intermediate_size", 1536, "Feed-forward size (MiniLM-L6: 1536).")
+flags.DEFINE_string("bert_config_file", None, "The encoder's shape (e.g. BERT-Base's "
+                    "bert_config.json). Default: MiniLM-L6's with --num_layers layers.")
 flags.DEFINE_integer("top", 12, "Op types listed per precision.")
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 FLAGS.set_default("num_layers", 6)
@@ -89,9 +88,10 @@ def op_times(config, name):
 def main(_):
   print("CPU: %s" % common.cpu_info())
   precisions, skipped = common.selected_precisions()
-  config = BertConfig(vocab_size=30522, hidden_size=FLAGS.hidden_size,
-                      num_hidden_layers=FLAGS.num_layers, num_attention_heads=FLAGS.num_heads,
-                      intermediate_size=FLAGS.intermediate_size)
+  if FLAGS.bert_config_file:
+    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+  else:
+    config = BertConfig(**dict(common.MINILM_L6, num_hidden_layers=FLAGS.num_layers))
   print("encoder: L=%d H=%d A=%d I=%d, batch %d x seq %d, graph mode, TF_ENABLE_ONEDNN_OPTS=%s"
         % (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
            config.intermediate_size, FLAGS.batch_size, FLAGS.seq_length,
