@@ -28,4 +28,3 @@ def test_bfloat16_is_fast_only_with_avx512():
   assert not cpu.fast_bfloat16(cpu.parse_cpuinfo(AMD))
   assert cpu.fast_bfloat16(cpu.parse_cpuinfo(SAPPHIRE))
   assert not cpu.fast_bfloat16(cpu.parse_cpuinfo("garbage"))
-

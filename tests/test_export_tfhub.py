@@ -13,7 +13,8 @@ import tensorflow_text as tf_text
 
 from bert_tf import checkpoints, export, packing, text, tfhub_export, tokenization
 from bert_tf.errors import UserInputError
-from conftest import TINY_CONFIG, TINY_DIR, VOCAB_UNCASED, tiny_pretraining_model
+from conftest import (PRECISION_TOLERANCE, TINY_CONFIG, TINY_DIR, VOCAB_UNCASED,
+                      tiny_pretraining_model)
 from helpers import ROOT, run_isolated, run_serving_script, run_tf_keras_script
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
@@ -392,5 +393,7 @@ def test_int8_encoder_export_stays_close_to_float32(exports, tmp_path):
   float32 = tf.saved_model.load(exports["encoder"])(inputs, training=False)
   real = inputs["input_mask"].numpy().astype(bool)
   diff = np.abs(int8["sequence_output"].numpy() - float32["sequence_output"].numpy())[real]
-  assert 0 < diff.max() < 0.3 and diff.mean() < 0.04  # tests/test_precision.py's tolerance
+  tolerance = PRECISION_TOLERANCE["int8"]
+  assert 0 < diff.max() < tolerance["sequence_output"]
+  assert diff.mean() < tolerance["mean_sequence"]
   assert int8["pooled_output"].dtype == tf.float32

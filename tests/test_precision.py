@@ -14,17 +14,12 @@ from bert_tf.modeling import BertModel
 from bert_tf.tasks import glue
 from bert_tf.tasks.glue.export import export_classifier
 from bert_tf.text import BertTextTokenizer
-from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
+from conftest import FIXTURES, PRECISION_TOLERANCE, TINY_CKPT, VOCAB_UNCASED, tiny_config
 
 HEAD_CKPT = str(FIXTURES / "checkpoint" / "classifier_head_3labels" / "head.ckpt")
 CORPUS = pathlib.Path(__file__).parent.parent / "data" / "pretraining_corpus.txt"
 
-# Largest |difference| from float32 on the real sentences below, for the tiny model (hidden
-# 32): bfloat16 keeps 8 bits of mantissa in every matmul, int8 quantizes the Dense weights
-# per column and their inputs per token. Measured: bfloat16 0.0014 / 0.05, int8 0.0034 /
-# 0.10 (classifier logits / sequence output, which LayerNorm keeps near unit scale).
-TOLERANCE = {"bfloat16": {"logits": 0.01, "sequence_output": 0.15, "mean_sequence": 0.02},
-             "int8": {"logits": 0.02, "sequence_output": 0.3, "mean_sequence": 0.04}}
+TOLERANCE = PRECISION_TOLERANCE  # on the real sentences below
 
 
 def _sentences(count=24):
