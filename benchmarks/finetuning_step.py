@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import common  # noqa: E402
-from bert_tf import checkpoints, optimization, runner, tokenization, training  # noqa: E402
+from bert_tf import checkpoints, optimization, precision, tokenization, training  # noqa: E402
 from bert_tf.tasks import glue  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,7 +89,7 @@ def time_bert_tf(data, dynamic, jit_compile=False):
   config = common.comparison_config()
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   task = glue.ClassificationTask(config, 2, dynamic_length=dynamic,
-                                 length_bucket=runner.XLA_LENGTH_BUCKET if jit_compile else 1)
+                                 length_bucket=precision.XLA_LENGTH_BUCKET if jit_compile else 1)
   with strategy.scope():
     model = task.create_model()
     if FLAGS.init_checkpoint:

@@ -41,6 +41,11 @@ flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
 flags.DEFINE_integer("max_seq_length", 128, "Packed length of the padded export.")
 flags.DEFINE_integer("requests", 200, "Timed single requests per workload.")
 flags.DEFINE_integer("batches", 20, "Timed batches of 32 sentences.")
+flags.DEFINE_string("serving_tf_xla_flags", None, "If set, also time each cut bert_tf export in "
+                    "a serving process with this TF_XLA_FLAGS (e.g. '--tf_xla_auto_jit=2 "
+                    "--tf_xla_cpu_global_jit': the loader compiles the model's ops with XLA; "
+                    "each workload's warm-up call pays the compilation), as rows 'bert_tf P "
+                    "xla-loader'; their x columns compare bert_tf P in graph mode with them.")
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 # Timing loop shared by both sides: `call(texts)` answers a list of strings.
@@ -186,6 +191,12 @@ def main(_):
     results = {name: measure(sys.executable, TF_SIDE, work_file, path,
                              failure="bert_tf %s failed" % name)
                for name, path in paths.items()}
+    if FLAGS.serving_tf_xla_flags:
+      for p in precisions:
+        results["bert_tf %s xla-loader" % p] = measure(
+            sys.executable, TF_SIDE, work_file, paths["bert_tf " + p],
+            failure="bert_tf %s with TF_XLA_FLAGS failed" % p,
+            env={"TF_XLA_FLAGS": FLAGS.serving_tf_xla_flags})
     others, notes = peer_results(folder, work_file, config, precisions)
     results.update(others)
   print("classifier serving: L=%d H=%d, max_seq_length %d, weights %s, fresh process per row, "
@@ -193,6 +204,9 @@ def main(_):
                             FLAGS.init_checkpoint or "random", os.cpu_count()))
   print("bert_tf: %s, TF_ENABLE_ONEDNN_OPTS=1; rows cut each request to its length, the padded "
         "row pads to max_seq_length as the original" % results[next(iter(paths))]["version"])
+  if FLAGS.serving_tf_xla_flags:
+    print("xla-loader rows: the same exports served with TF_XLA_FLAGS=%r"
+          % FLAGS.serving_tf_xla_flags)
   for line in notes + ([skipped] if skipped else []):
     print(line)
   print("x columns: bert_tf's speed over the row's at the same precision (the padded row: "

@@ -11,9 +11,10 @@ Loading needs only `import tensorflow, tensorflow_text` (the latter registers th
 tokenizer's ops); bert_tf is not needed. Tools that do not import
 tensorflow_text (the plain `saved_model_cli run`, a TF Serving binary built
 without tf-text ops) cannot load the graph at all, `serve_ids` included. Signatures
-are traced with `jit_compile=False`: XLA clusters stored in a SavedModel are
-tied to the exporting machine's compiler and CPU features, and the loader can
-still JIT if it wants to.
+are traced with `jit_compile=False`, so the serving process decides: graph mode
+compiles nothing and takes any batch and length, and was as fast or faster for
+float32 and bfloat16; for int8 the process can turn on XLA itself (TF_XLA_FLAGS
+auto-clustering, docs/serving.md), which then compiles once per batch shape.
 """
 
 import contextlib
@@ -86,7 +87,8 @@ def ids_specs():
 
 
 def serving_function(fn, input_signature):
-  """A signature tf.function: fixed input specs, no XLA, no AutoGraph (plain ops only)."""
+  """A signature tf.function: fixed input specs, no XLA (the loader's choice, see the module
+  docstring), no AutoGraph (plain ops only)."""
   return tf.function(fn, input_signature=input_signature, jit_compile=False, autograph=False)
 
 

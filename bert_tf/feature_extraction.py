@@ -108,8 +108,8 @@ def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, m
   `jit_compile` None: XLA where it measured faster for the encoder's precision
   (precision.prefers_xla).
 
-  With `dynamic_length`, each batch runs at its longest real length (a multiple of
-  16 under XLA, so it compiles a few shapes): the JSONL holds only real tokens,
+  With `dynamic_length`, each batch runs at its longest real length (rounded up to
+  precision.XLA_LENGTH_BUCKET under XLA): the JSONL holds only real tokens,
   whose values do not depend on the padding (see modeling.trim_to_longest).
   """
 
@@ -122,7 +122,7 @@ def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, m
   logging.info("Running the encoder in %s%s on %s", precision.of(encoder),
                " under XLA" if jit_compile else " (graph mode)", cpu.describe())
   forward = tf.function(forward, jit_compile=jit_compile, reduce_retracing=True)
-  bucket = 16 if jit_compile else 1
+  bucket = precision.XLA_LENGTH_BUCKET if jit_compile else 1
   folder = os.path.dirname(os.path.abspath(output_file))
   if not os.path.isdir(folder):
     raise UserInputError("Output folder %s does not exist (check --output_file)." % folder)

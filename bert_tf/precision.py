@@ -28,6 +28,9 @@ from absl import flags
 from bert_tf.errors import UserInputError
 
 PRECISIONS = ("float32", "bfloat16", "int8")
+# Lengths a dynamic-length model is cut to under XLA round up to a multiple of this, so XLA
+# compiles a handful of shapes (8 up to length 128) instead of one per length.
+XLA_LENGTH_BUCKET = 16
 PRECISION_HELP = ("Inference precision: float32 (faithful, default), bfloat16 (bfloat16 matmuls; "
                   "fast only on CPUs with AVX512-BF16/AMX or on accelerators), or int8 (int8 "
                   "Dense weights, dynamic-range). See docs/performance.md for the measured "
@@ -90,6 +93,8 @@ def for_inference(model, precision):
 
   `model` is any bert_tf model with `get_config`/`from_config` (a TaskModel or a BertModel)
   whose weights are float32 variables (set_weights rounds them for a bfloat16 copy). Returns `model` itself for "float32".
+  A dynamic-length TaskModel's copy in a precision that prefers XLA cuts each batch to a
+  multiple of XLA_LENGTH_BUCKET.
   """
   check(precision)
   if precision == "float32" or of(model) == precision:
@@ -99,6 +104,10 @@ def for_inference(model, precision):
                          "float32 one." % (of(model), precision))
   config = model.get_config()
   config["dtype"] = keras_policy(precision) or "float32"
+  if prefers_xla(precision) and config.get("length_bucket") == 1:
+    # A serving process that compiles the int8 copy with XLA (e.g. TF_XLA_FLAGS
+    # auto-clustering, docs/serving.md) then compiles a few lengths; the numbers do not move.
+    config["length_bucket"] = XLA_LENGTH_BUCKET
   copy = type(model).from_config(config)
   _build_like(copy, model)
   copy.set_weights(model.get_weights())

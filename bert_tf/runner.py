@@ -27,9 +27,6 @@ from bert_tf import (checks, cpu, distribution, example_codec, input_pipeline, p
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError, io_reason
 
-# Under XLA each sequence length is a compilation: cut lengths to multiples of this.
-XLA_LENGTH_BUCKET = 16
-
 # Each data split and the action flag that asks for it.
 SPLITS = (("train", "do_train"), ("eval", "do_eval"), ("predict", "do_predict"))
 
@@ -155,7 +152,7 @@ class RunOptions:
     return {"use_one_hot_embeddings": self.strategy == "tpu",  # as the original on TPUs
             "dtype": "mixed_" + self.mixed_precision if self.mixed_precision else None,
             "dynamic_length": not self.pad_to_max_seq_length,
-            "length_bucket": XLA_LENGTH_BUCKET if self.jit_compile else 1}
+            "length_bucket": precision.XLA_LENGTH_BUCKET if self.jit_compile else 1}
 
 
 @dataclasses.dataclass

@@ -118,6 +118,22 @@ def test_export_computes_in_the_precision_and_says_so(classifier, name, tmp_path
   assert len(int8_variables) == (13 if name == "int8" else 0)  # stored as int8, not float32
 
 
+def test_int8_copy_cuts_to_xla_length_buckets_without_moving_a_number(classifier, features):
+  dynamic = glue.ClassifierModel(tiny_config(), num_labels=3, dynamic_length=True)
+  dynamic.set_weights(classifier.get_weights())
+  int8 = precision.for_inference(dynamic, "int8")
+  assert int8.length_bucket == precision.XLA_LENGTH_BUCKET == 16
+  assert precision.for_inference(dynamic, "bfloat16").length_bucket == 1  # graph mode: no bucket
+  longest = int(np.max(np.sum(features["input_mask"], axis=1)))
+  assert longest % 16 and longest < 48  # so the bucket is a real cut, shorter than the padding
+  cut = int8.encode(features, training=False)["sequence_output"]
+  assert cut.shape[1] == -(-longest // 16) * 16
+  # The padded int8 model (the fixture's copy, fixed length 48) gives the same logits.
+  padded = precision.for_inference(classifier, "int8")
+  np.testing.assert_allclose(int8(features, training=False), padded(features, training=False),
+                             atol=1e-5)
+
+
 def test_xla_is_the_default_only_where_it_measured_faster():
   assert precision.prefers_xla("int8")
   assert not precision.prefers_xla("float32") and not precision.prefers_xla("bfloat16")
