@@ -96,31 +96,73 @@ def test_squad_always_runs_at_full_length():
 
 @pytest.mark.slow
 def test_training_steps_on_a_padded_batch_equal_the_fixed_length_steps():
-  """Same losses, gradient norms and weights after 4 steps, cut or not (no dropout)."""
+  """Same losses, gradient norms and weights after 4 steps, cut or not, cut under XLA too
+  (the length reaching the compiled step as a shape; no dropout)."""
   ref = np.load(FORWARD / "pretrain_heads_forward.npz")
   batch = _pad(input_pipeline.to_model_names(
       {k[len("A.in."):]: v for k, v in ref.items() if k.startswith("A.in.")}))
   batch["next_sentence_labels"] = batch["next_sentence_labels"][:, None]
   config = BertConfig.from_json_file(NODROPOUT_CONFIG)
   runs = []
-  for dynamic in (False, True):
+  for dynamic, jit in ((False, False), (True, False), (True, True)):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    task = pretraining.PretrainingTask(config, dynamic_length=dynamic)
+    task = pretraining.PretrainingTask(config, dynamic_length=dynamic,
+                                       length_bucket=16 if jit else 1)
     with strategy.scope():
       model = task.create_model()
       checkpoints.load_checkpoint(TINY_CKPT, model.encoder, model.heads)
       names = checkpoints.variable_map(model.encoder, model.heads)
       optimizer = optimization.create_optimizer(1e-3, 10, 2, names)
-    step = training.TrainStep(strategy, task, model, optimizer)
+    step = training.TrainStep(strategy, task, model, optimizer, jit_compile=jit)
     iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
     metrics = [step.step(iterator) for _ in range(4)]
     runs.append(([float(m["loss"]) for m in metrics], [float(m["grad_norm"]) for m in metrics],
                  {n: v.numpy() for n, v in names.items()}))
-  (fixed_loss, fixed_norm, fixed_vars), (cut_loss, cut_norm, cut_vars) = runs
-  np.testing.assert_allclose(cut_loss, fixed_loss, atol=1e-5)
-  np.testing.assert_allclose(cut_norm, fixed_norm, atol=1e-4)
-  for name in fixed_vars:
-    np.testing.assert_allclose(cut_vars[name], fixed_vars[name], atol=1e-5, err_msg=name)
+  fixed_loss, fixed_norm, fixed_vars = runs[0]
+  for cut_loss, cut_norm, cut_vars in runs[1:]:
+    np.testing.assert_allclose(cut_loss, fixed_loss, atol=1e-5)
+    np.testing.assert_allclose(cut_norm, fixed_norm, atol=1e-4)
+    for name in fixed_vars:
+      np.testing.assert_allclose(cut_vars[name], fixed_vars[name], atol=1e-5, err_msg=name)
+
+
+XLA_STEPS = """
+import sys
+import numpy as np
+import tensorflow as tf
+sys.path[:0] = sys.argv[1:3]
+from conftest import tiny_config
+from bert_tf import checkpoints, optimization, training
+from bert_tf.tasks import glue
+lengths = [[18, 25], [30, 21], [27, 29], [40, 12]]  # three batches in bucket 32, one in 48
+mask = (np.arange(64)[None, None, :] < np.array(lengths)[..., None]).astype(np.int32)
+features = {"input_word_ids": 7 * mask, "input_mask": mask, "input_type_ids": 0 * mask,
+            "label_ids": np.zeros((4, 2, 1), np.int32), "is_real_example": np.ones((4, 2, 1), np.int32)}
+strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+task = glue.ClassificationTask(tiny_config(), 2, dynamic_length=True, length_bucket=16)
+with strategy.scope():
+  model = task.create_model()
+  optimizer = optimization.create_optimizer(
+      1e-3, 10, 2, checkpoints.variable_map(model.encoder, model.heads))
+step = training.TrainStep(strategy, task, model, optimizer, jit_compile=True)
+iterator = iter(tf.data.Dataset.from_tensor_slices(features))
+for _ in range(4):
+  step.step(iterator)
+"""
+
+
+@pytest.mark.slow
+def test_xla_training_compiles_once_per_length_bucket(tmp_path):
+  """Cut batches under --jit_compile: XLA compiles the forward/backward once per bucket (it
+  compiled it again for every batch while the length came from the mask inside it)."""
+  dump = tmp_path / "xla_dump"
+  env = dict(os.environ, XLA_FLAGS="--xla_dump_to=%s" % dump, TF_CPP_MIN_LOG_LEVEL="2")
+  result = subprocess.run([sys.executable, "-c", XLA_STEPS, os.path.dirname(__file__), ROOT],
+                          capture_output=True, text=True, env=env, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  compiled = [f for f in os.listdir(dump)
+              if "replica_gradients" in f and f.endswith("before_optimizations.txt")]
+  assert len(compiled) == 2, compiled  # buckets 32 and 48
 
 
 def _results(path):

@@ -20,12 +20,14 @@ A `Task` adds what the loop needs beyond the model: how to build it, metrics as
 predictions (test_results.tsv, answers).
 """
 
+import contextlib
+
 import keras
 from keras import ops
 
 from bert_tf import checkpoints, heads
 from bert_tf.config import BertConfig
-from bert_tf.modeling import BertModel, encoder_inputs, trim_to_longest
+from bert_tf.modeling import BertModel, encoder_inputs, longest_length
 
 
 def loss_numerators(losses, weights):
@@ -68,6 +70,7 @@ class TaskModel(keras.Model):
     super().__init__(dtype=dtype, **kwargs)
     self.dynamic_length = bool(dynamic_length) and self.length_invariant
     self.length_bucket = int(length_bucket)
+    self._cut_length = None  # set by cut_to_length_of while a compiled step is traced
     self.config = BertConfig.coerce(config)
     self.encoder = BertModel(self.config, use_one_hot_embeddings=use_one_hot_embeddings,
                              dtype=dtype)
@@ -96,11 +99,34 @@ class TaskModel(keras.Model):
     """Positions the heads read beyond the real tokens (None: only real ones)."""
     return None
 
+  def cut_length(self, features):
+    """The length `encode` cuts this batch to with dynamic_length: its longest real sequence
+    rounded up to length_bucket, at least required_length (see modeling.trim_to_longest for
+    why the numbers do not move). Multiple-choice masks ([B, C, S]) count every choice."""
+    mask = features["input_mask"]
+    return longest_length(ops.reshape(mask, (-1, ops.shape(mask)[-1])),
+                          self.required_length(features), self.length_bucket)
+
+  @contextlib.contextmanager
+  def cut_to_length_of(self, carrier):
+    """While a function is traced, `encode` cuts to the length of the 1-D `carrier` (made
+    from cut_length outside the function) instead of computing it from the mask.
+
+    For XLA: a length computed from the mask inside a compiled function is a compile-time
+    constant, so XLA compiled the training step again for every batch; a shape is part of
+    what it compiles for, so it compiles once per length."""
+    self._cut_length = ops.shape(carrier)[0]
+    try:
+      yield
+    finally:
+      self._cut_length = None
+
   def encode(self, features, training):
     """The encoder's outputs for the features' three inputs (cut, with dynamic_length)."""
     inputs = encoder_inputs(features)
     if self.dynamic_length:
-      inputs = trim_to_longest(inputs, self.required_length(features), self.length_bucket)
+      length = self.cut_length(features) if self._cut_length is None else self._cut_length
+      inputs = {name: value[:, :length] for name, value in inputs.items()}
     return self.encoder(inputs, training=training)
 
   # The loss: what a task model states.
