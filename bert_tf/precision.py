@@ -92,9 +92,9 @@ def for_inference(model, precision):
   """A model with `model`'s weights computing in `precision` (see the module docstring).
 
   `model` is any bert_tf model with `get_config`/`from_config` (a TaskModel or a BertModel)
-  whose weights are float32 variables (set_weights rounds them for a bfloat16 copy). Returns `model` itself for "float32".
-  A dynamic-length TaskModel's copy in a precision that prefers XLA cuts each batch to a
-  multiple of XLA_LENGTH_BUCKET.
+  whose weights are float32 variables (set_weights rounds them for a bfloat16 copy).
+  Returns `model` itself for "float32". A dynamic-length TaskModel's copy in a precision
+  that prefers XLA cuts each batch to a multiple of XLA_LENGTH_BUCKET.
   """
   check(precision)
   if precision == "float32" or of(model) == precision:

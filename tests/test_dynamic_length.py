@@ -137,7 +137,8 @@ from bert_tf.tasks import glue
 lengths = [[18, 25], [30, 21], [27, 29], [40, 12]]  # three batches in bucket 32, one in 48
 mask = (np.arange(64)[None, None, :] < np.array(lengths)[..., None]).astype(np.int32)
 features = {"input_word_ids": 7 * mask, "input_mask": mask, "input_type_ids": 0 * mask,
-            "label_ids": np.zeros((4, 2, 1), np.int32), "is_real_example": np.ones((4, 2, 1), np.int32)}
+            "label_ids": np.zeros((4, 2, 1), np.int32),
+            "is_real_example": np.ones((4, 2, 1), np.int32)}
 strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
 task = glue.ClassificationTask(tiny_config(), 2, dynamic_length=True, length_bucket=16)
 with strategy.scope():
