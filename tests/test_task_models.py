@@ -6,6 +6,8 @@ they exist, so the loss is checked against the number the original computed; SWA
 the original never shipped) uses a random batch.
 """
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -167,6 +169,17 @@ def test_every_task_model_round_trips_through_its_plain_config(make, dtype):
 
 def _outputs(model, x):
   return [np.asarray(t) for t in tf.nest.flatten(model(x, training=False))]
+
+
+def test_keras_compiles_only_fixed_length_models_with_xla():
+  """A cut length computed from the mask inside Keras' XLA train_step would compile at every
+  batch; so a dynamic-length model refuses jit_compile (graph mode) and a fixed one keeps it."""
+  for dynamic, expected in ((True, False), (False, True)):
+    model = glue.ClassifierModel(tiny_config(), num_labels=2, dynamic_length=dynamic)
+    with warnings.catch_warnings(record=True):
+      warnings.simplefilter("always")
+      model.compile(optimizer=keras.optimizers.SGD(0.0), jit_compile=True)
+    assert model.jit_compile is expected
 
 
 @pytest.mark.slow

@@ -71,6 +71,10 @@ class TaskModel(keras.Model):
     self.dynamic_length = bool(dynamic_length) and self.length_invariant
     self.length_bucket = int(length_bucket)
     self._cut_length = None  # set by cut_to_length_of while a compiled step is traced
+    # Keras' own train_step would compute the cut inside XLA and compile at every batch
+    # (cut_to_length_of is bert_tf's TrainStep's way out): `compile(jit_compile=True)` and
+    # "auto" on a GPU fall back to graph mode. dynamic_length=False compiles fixed shapes.
+    self.supports_jit = not self.dynamic_length
     self.config = BertConfig.coerce(config)
     self.encoder = BertModel(self.config, use_one_hot_embeddings=use_one_hot_embeddings,
                              dtype=dtype)
