@@ -22,6 +22,7 @@ random weights. Prints figures only, with bert_tf's speed over each peer's.
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -149,6 +150,18 @@ def make_exports(folder, precisions):
   return paths, config
 
 
+def check_tf_xla_flags(value):
+  """Exits in one line, before any export or timing, if TensorFlow refuses
+  --serving_tf_xla_flags (it aborts at the first function call, naming the flag)."""
+  result = subprocess.run(
+      [sys.executable, "-c", "import tensorflow as tf; tf.function(lambda: tf.constant(1))()"],
+      capture_output=True, text=True, env=dict(os.environ, TF_XLA_FLAGS=value))
+  if result.returncode:
+    reason = [l for l in result.stderr.splitlines() if "TF_XLA_FLAGS" in l] or ["see its log"]
+    sys.exit("--serving_tf_xla_flags=%r: TensorFlow refused it (%s)."
+             % (value, reason[-1].split("] ")[-1]))
+
+
 def measure(python, script, *args, failure="measurement failed", env=None):
   return common.run_json_script(python, script, *args, failure=failure,
                                 env=dict({"TF_ENABLE_ONEDNN_OPTS": "1",
@@ -183,6 +196,8 @@ def main(_):
   print("CPU: %s" % common.cpu_info())
   precisions, skipped = common.selected_precisions()
   peers.check_flags(FLAGS)
+  if FLAGS.serving_tf_xla_flags:
+    check_tf_xla_flags(FLAGS.serving_tf_xla_flags)
   with tempfile.TemporaryDirectory() as folder:
     paths, config = make_exports(folder, precisions)
     work_file = os.path.join(folder, "workload.json")
