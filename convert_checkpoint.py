@@ -16,7 +16,7 @@ source computed. The name table is bert_tf/names.py; the conversions, bert_tf/co
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
-from bert_tf import cli, conversion
+from bert_tf import checkpoints, cli, conversion, run_folder
 from bert_tf.errors import UserInputError
 
 FLAGS = flags.FLAGS
@@ -37,9 +37,9 @@ flags.DEFINE_string("vocab_file", None,
                     "The WordPiece vocab to copy (default: vocab.txt beside --input, or in the "
                     "Hugging Face folder).")
 flags.DEFINE_bool("do_lower_case", None,
-                  "--to=hf only: do_lower_case for tokenizer_config.json. Default: from the "
-                  "Google release's folder name, else from the vocab (no upper-case "
-                  "word pieces means uncased).")
+                  "--to=hf only: do_lower_case for tokenizer_config.json. Default: the one a "
+                  "runner recorded with the checkpoint, else from the Google release's folder "
+                  "name, else from the vocab (no upper-case word pieces means uncased).")
 flags.DEFINE_bool("strip_accents", None,
                   "--to=hf only: strip_accents for tokenizer_config.json. Default: null (strip "
                   "exactly when lower-casing, the original's behaviour).")
@@ -66,7 +66,11 @@ def main(_):
     architecture, do_lower_case = conversion.convert_to_hf(
         FLAGS.input, FLAGS.output_dir, FLAGS.bert_config_file, FLAGS.vocab_file,
         FLAGS.do_lower_case, FLAGS.strip_accents)
-    guessed = " (guessed; set it with --do_lower_case)" if FLAGS.do_lower_case is None else ""
+    guessed = ""
+    if FLAGS.do_lower_case is None:
+      recorded = run_folder.recorded_settings(checkpoints.open_source(FLAGS.input, "google").path)
+      guessed = (" (as recorded with the run)" if "do_lower_case" in recorded else
+                 " (guessed; set it with --do_lower_case)")
     print("Converted %s -> %s (%s). tokenizer_config.json: do_lower_case=%s%s" %
           (FLAGS.input, FLAGS.output_dir, architecture, do_lower_case, guessed))
 

@@ -91,6 +91,9 @@ class ClassifierHooks(runner.TaskHooks):
   def settings(self, run):
     return {"task_name": self.task_name, "labels": self.label_list}
 
+  def head_labels(self, run):
+    return None if self.regression else ("classifier", self.label_list, None)
+
   def postprocess_eval(self, run, examples, result, outputs):
     if self.regression:
       labels = np.array([e.label for e in examples])

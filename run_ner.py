@@ -19,24 +19,25 @@ predicted` lines in the data's own tag scheme, which the official conlleval scri
 See docs/ner.md.
 """
 
-import json
 import math
 import os
 import time
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
-import tensorflow as tf
+import numpy as np
 
-from bert_tf import checkpoints, checks, cli, runner, runner_flags, tokenization, training
+from bert_tf import (checkpoints, checks, cli, head_labels, names, run_folder, runner,
+                     runner_flags, tokenization, training)
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
 from bert_tf.tasks import ner
 from bert_tf.tasks.ner import feature_based as fb
+from bert_tf.tasks.ner import feature_cache
+from bert_tf.tasks.ner import labels as ner_labels
 
 FLAGS = flags.FLAGS
 
-LABELS_FILE = "ner_labels.json"  # written by training: the labels and the data's tag scheme
 APPROACHES = ("fine_tuning", "feature_based")
 
 flags.DEFINE_string("data_dir", None,
@@ -76,9 +77,9 @@ class NerHooks(runner.TaskHooks):
   def __init__(self):
     self.files = {}  # split -> data file
     self.features = {}  # split -> [NerFeature], kept for the word predictions
+    self.flag_labels = None
     self._labels = None
-    self._scheme = None
-    self._stored = None
+    self._scheme = None  # the training file's, or the one stored with the trained model
 
   # ------------------------------------------------------------------ checks and data
 
@@ -95,51 +96,54 @@ class NerHooks(runner.TaskHooks):
       if not options.init_checkpoint:
         raise UserInputError("--approach=feature_based needs --init_checkpoint (the frozen "
                              "BERT whose features the BiLSTM reads).")
-    if FLAGS.labels is not None:
-      labels = [label.strip() for label in FLAGS.labels if label.strip()]
-      bad = [label for label in labels if label != "O" and not (
-          label[:2] in ("B-", "I-") and len(label) > 2)]
-      if bad or "O" not in labels or len(set(labels)) != len(labels):
-        raise UserInputError("--labels must list distinct IOB2 labels including O (e.g. "
-                             "O,B-PER,I-PER), got %s." % ",".join(FLAGS.labels))
+    self.flag_labels = ner_labels.from_flag(FLAGS.labels)
     for split, action in runner.SPLITS:
       if getattr(options, action):
         self.files[split] = ner.split_file(FLAGS.data_dir, SPLIT_OF[split])
-    if not options.do_train:
-      self.stored(options)  # fails now when there are no labels to predict with
+    if not options.do_train and FLAGS.approach == "fine_tuning":
+      self.use_trained_labels(options)  # fails now when there are no labels to predict with
 
-  def stored(self, options):
-    """The labels file of a training run in --output_dir ({} when there is none and --labels
-    is given)."""
-    if self._stored is None:
-      path = os.path.join(options.output_dir, LABELS_FILE)
-      if os.path.isfile(path):
-        try:
-          with open(path, encoding="utf-8") as f:
-            self._stored = json.load(f)
-          self._stored["labels"]  # pylint: disable=pointless-statement
-        except (ValueError, KeyError, TypeError, OSError) as e:
-          raise UserInputError("%s is damaged (%s): delete it and pass --labels, or train "
-                               "again." % (path, e)) from None
-      elif FLAGS.labels is None:
-        raise UserInputError("No --labels and no %s in --output_dir=%s (a training run writes "
-                             "it): pass --labels=O,B-PER,I-PER,... or train first." %
-                             (LABELS_FILE, options.output_dir))
-      else:
-        self._stored = {}
-    return self._stored
+  def use_trained_labels(self, options):
+    """Labels (and scheme) of the fine-tuned model a run without training uses: the one in
+    --output_dir, else the head of --init_checkpoint, else --labels."""
+    stored = ner_labels.read_stored(options.output_dir)
+    if stored:
+      where = os.path.join(options.output_dir, ner_labels.LABELS_FILE)
+      self.use_labels(ner_labels.reconcile(self.flag_labels, stored["labels"], where),
+                      stored.get("tag_scheme"))
+      return
+    if options.init_checkpoint:
+      source = checkpoints.open_source(options.init_checkpoint)
+      recorded, where = head_labels.recorded_labels(source)
+      if recorded and any(n.google in source.shapes for n in names.head_names("ner")):
+        self.use_labels(ner_labels.reconcile(self.flag_labels, recorded, where), None)
+        return
+    if self.flag_labels is None:
+      raise UserInputError("No --labels and no %s in --output_dir=%s (a training run writes "
+                           "it): pass --labels=O,B-PER,I-PER,... or train first." %
+                           (ner_labels.LABELS_FILE, options.output_dir))
+    self.use_labels(self.flag_labels, None)
+
+  def use_labels(self, labels, scheme):
+    self._labels, self._scheme = list(labels), self._scheme or scheme
 
   def read_examples(self, run, split):
     path = self.files[split]
     documents = ner.read_conll(path)
+    untagged = [s for d in documents for s in d.sentences if s.tags is None]
+    if untagged and split in ("train", "eval"):
+      raise UserInputError("%s line %d has no tag column; %s needs `word ... tag` lines (tag "
+                           "an untagged file with --do_predict)." % (
+                               path, untagged[0].line,
+                               "training" if split == "train" else "--do_eval"))
     if split == "train":
-      untagged = [s for d in documents for s in d.sentences if s.tags is None]
-      if untagged:
-        raise UserInputError("%s line %d has no tag column; training needs `word ... tag` "
-                             "lines." % (path, untagged[0].line))
       self._scheme = (FLAGS.tag_scheme if FLAGS.tag_scheme != "auto" else
                       ner.detect_scheme(documents))
-      self._labels = (self.flag_labels() or ner.label_list(documents))
+      labels = self.flag_labels or ner.label_list(documents)
+      stored = ner_labels.read_stored(run.options.output_dir)
+      if stored and sorted(stored["labels"]) == sorted(labels):
+        labels = stored["labels"]  # a resumed run keeps its head's order
+      self._labels = labels
       logging.info("Training file %s: %s tags, labels %s", path, self._scheme,
                    ",".join(self._labels))
     known = set(self.labels(run))
@@ -153,28 +157,20 @@ class NerHooks(runner.TaskHooks):
                                   ",".join(self.labels(run))))
     return documents
 
-  @staticmethod
-  def flag_labels():
-    return [label.strip() for label in FLAGS.labels if label.strip()] if FLAGS.labels else None
-
   def labels(self, run):
-    if self._labels is None:  # no training file read: --labels, else the stored ones
-      self._labels = self.flag_labels() or self.stored(run.options)["labels"]
+    if self._labels is None:
+      self.use_trained_labels(run.options)
     return self._labels
 
   def scheme(self, run, documents):
     """The tag scheme predictions of `documents` are written in."""
     if FLAGS.tag_scheme != "auto":
       return FLAGS.tag_scheme
-    if self._scheme:
-      return self._scheme
-    stored = self.stored(run.options).get("tag_scheme")
-    return stored or ner.detect_scheme(documents)
+    return self._scheme or ner.detect_scheme(documents)
 
   def write_labels(self, run):
-    scheme = self._scheme or self.stored(run.options).get("tag_scheme")
-    with tf.io.gfile.GFile(run.output_path(LABELS_FILE), "w") as f:
-      f.write(json.dumps({"labels": self.labels(run), "tag_scheme": scheme}, indent=2) + "\n")
+    ner_labels.write_json(run.output_path(ner_labels.LABELS_FILE),
+                          {"labels": self.labels(run), "tag_scheme": self._scheme})
 
   # -------------------------------------------------------------------- features
 
@@ -211,8 +207,11 @@ class NerHooks(runner.TaskHooks):
 
   def settings(self, run):
     """The labels shape the head; the training file's scheme and the stride its data."""
-    scheme = self._scheme or self.stored(run.options).get("tag_scheme")
-    return {"labels": self.labels(run), "tag_scheme": scheme, "doc_stride": FLAGS.doc_stride}
+    return {"labels": self.labels(run), "tag_scheme": self._scheme,
+            "doc_stride": FLAGS.doc_stride}
+
+  def head_labels(self, run):
+    return "ner", self.labels(run), "--labels"
 
   def make_task(self, run):
     return ner.NerTask(run.config, len(self.labels(run)), **run.options.task_options())
@@ -268,9 +267,20 @@ def run_feature_based(options, hooks):
   representation = FLAGS.features or "concat_last_four"
   num_layers = run.config.num_hidden_layers
   fb.check_representation(representation, num_layers)
+  layers = fb.layers_of(representation, num_layers)
+  checkpoint_sha1 = feature_cache.checkpoint_digest(options.init_checkpoint)
+  weights = run.output_path("feature_based_%s.weights.h5" % representation)
+  if not options.do_train:
+    if not os.path.isfile(weights):
+      raise UserInputError("No %s in --output_dir=%s: train with --do_train and "
+                           "--features=%s first." % (os.path.basename(weights),
+                                                      options.output_dir, representation))
+    record = fb.check_record(weights, {"lstm_units": FLAGS.lstm_units}, options.init_checkpoint,
+                             checkpoint_sha1)
+    hooks.use_labels(ner_labels.reconcile(hooks.flag_labels, record["labels"],
+                                          fb.record_path(weights)), record.get("tag_scheme"))
   inputs = {split: hooks.read_examples(run, split)
             for split, action in runner.SPLITS if getattr(options, action)}
-  layers = fb.layers_of(representation, num_layers)
   labels = hooks.labels(run)
   label_index = {label: i for i, label in enumerate(labels)}
   encoder = []  # built on the first cache miss only
@@ -282,59 +292,58 @@ def run_feature_based(options, hooks):
           model = BertModel(run.config)
         checkpoints.load_checkpoint(options.init_checkpoint, model)
         encoder.append(model)
-      return fb.compute_word_features(encoder[0], documents, run.tokenizer,
-                                      options.max_seq_length, FLAGS.doc_stride, wanted,
-                                      options.predict_batch_size)
+      return feature_cache.compute_word_features(
+          encoder[0], documents, run.tokenizer, options.max_seq_length, FLAGS.doc_stride,
+          wanted, options.predict_batch_size)
     return missing
 
-  checkpoint_sha1 = fb.checkpoint_digest(options.init_checkpoint)
-
-  def arrays(split):
-    documents = inputs[split]
-    key = fb.cache_key(checkpoint_sha1, options.vocab_file, hooks.files[split],
-                       options.do_lower_case,
-                       tokenization.resolve_strip_accents(options.do_lower_case,
-                                                          options.strip_accents),
-                       options.max_seq_length, FLAGS.doc_stride)
-    cache = fb.FeatureCache(run.output_path(os.path.join("bert_features", key)), split)
+  def batches(split, batch_size):
+    documents, data_file = inputs[split], hooks.files[split]
+    fb.warn_long_sentences(documents, data_file)
+    key = feature_cache.cache_key(
+        checkpoint_sha1, options.vocab_file, data_file, options.do_lower_case,
+        tokenization.resolve_strip_accents(options.do_lower_case, options.strip_accents),
+        options.max_seq_length, FLAGS.doc_stride)
+    cache = feature_cache.FeatureCache(
+        run.output_path(os.path.join("bert_features", key)), split,
+        run_folder.file_digest(data_file), sum(len(d.words) for d in documents))
     per_layer = cache.load(layers, compute(documents))
-    words = tf.stack([per_layer[k] for k in layers], axis=1).numpy()  # [words, n, H]
-    return fb.sentence_arrays(documents, words, label_index)
+    words = np.stack([per_layer[k] for k in layers], axis=1)  # [words, n, H]
+    return fb.SentenceBatches(words, fb.sentence_lengths(documents),
+                              fb.sentence_label_ids(documents, label_index), batch_size)
 
   model = fb.build_tagger(representation, len(layers), run.config.hidden_size, len(labels),
                           FLAGS.lstm_units)
-  weights = run.output_path("feature_based_%s.weights.h5" % representation)
   if options.do_train:
-    features, mask, ids = arrays("train")
+    train = batches("train", options.train_batch_size)
     epochs = max(1, int(math.ceil(options.num_train_epochs)))
-    logging.info("***** Training the BiLSTM on %s: %d sentences, %d epochs, batch %d *****",
-                 representation, len(mask), epochs, options.train_batch_size)
+    logging.info("***** Training the BiLSTM on %s: %d sentences in %d batches of similar "
+                 "length, %d epochs *****", representation, len(train.lengths),
+                 len(train.batches), epochs)
     started = time.time()
-    fb.train_tagger(model, features, mask, ids, options.learning_rate, epochs,
-                    options.train_batch_size, options.shuffle_seed)
+    fb.train_tagger(model, train, options.learning_rate, epochs, options.shuffle_seed)
     logging.info("Trained in %.1f s", time.time() - started)
     model.save_weights(weights)
-    hooks.write_labels(run)
+    fb.write_record(weights, {"labels": labels, "tag_scheme": hooks.scheme(run, inputs["train"]),
+                              "features": representation, "lstm_units": FLAGS.lstm_units,
+                              "checkpoint": options.init_checkpoint,
+                              "checkpoint_sha1": checkpoint_sha1})
   else:
-    if not os.path.isfile(weights):
-      raise UserInputError("No %s in --output_dir=%s: train with --do_train and "
-                           "--features=%s first." % (os.path.basename(weights),
-                                                      options.output_dir, representation))
     model.load_weights(weights)
   for split, name in (("eval", "eval_predictions.txt"), ("predict", "test_predictions.txt")):
     if split not in inputs:
       continue
-    features, mask, ids = arrays(split)
-    probabilities = fb.predict_tagger(model, features, mask, options.predict_batch_size)
-    rows = fb.word_rows(probabilities, mask)
+    data = batches(split, options.predict_batch_size)
+    probabilities = fb.predict_tagger(model, data)  # [words, labels]
     documents, start, per_doc = inputs[split], 0, {}
     for index, document in enumerate(documents):
-      per_doc[index] = rows[start:start + len(document.words)]
+      per_doc[index] = probabilities[start:start + len(document.words)]
       start += len(document.words)
     sentences = ner.sentence_predictions(documents, per_doc, labels,
                                          hooks.scheme(run, documents))
     if split == "eval":
-      result = write_outputs(run, name, sentences, fb.token_metrics(probabilities, mask, ids))
+      result = write_outputs(run, name, sentences,
+                             fb.token_metrics(probabilities, data.label_ids))
       path = run.output_path("eval_results.txt")
       training.write_results(path, result)
       for key in sorted(result):

@@ -21,9 +21,9 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from bert_tf import run_folder
 from bert_tf.errors import UserInputError, io_reason
 
-SETTINGS_NAME = "settings.json"
 # Settings a resumed run may change: they do not alter the saved state or the data order
 # up to where it stopped (more epochs or steps continue the same schedule's data; logging
 # and saving cadence are bookkeeping).
@@ -55,7 +55,7 @@ class CheckpointKeeper:
                max_to_keep=3):
     self.output_dir = output_dir
     self.chief = not worker
-    self.state_dir = os.path.join(output_dir, "training_state" + ("_" + worker if worker else ""))
+    self.state_dir = run_folder.state_dir(output_dir, worker)
     self.checkpoint = checkpoint
     self.settings = settings
     self.max_to_keep = max_to_keep
@@ -101,7 +101,7 @@ class CheckpointKeeper:
         "--init_checkpoint." % (self.state_dir, ", ".join(candidates)))
 
   def _settings_file(self):
-    return os.path.join(self.state_dir, SETTINGS_NAME)
+    return os.path.join(self.state_dir, run_folder.SETTINGS_NAME)
 
   def _check_settings(self):
     """Stops with the list of changed settings when the saved state was made with others."""

@@ -207,8 +207,9 @@ class BertConfig:
     fields["hidden_act"] = activation_from_hf(fields["hidden_act"], source)
     return cls.from_dict(fields, source=source)
 
-  def to_hf_dict(self, architecture="BertModel", num_labels=None):
-    """An HF config.json dict (transformers' BertConfig field names)."""
+  def to_hf_dict(self, architecture="BertModel", num_labels=None, labels=None):
+    """An HF config.json dict (transformers' BertConfig field names); `labels` names the
+    head's rows in id2label / label2id (else transformers' LABEL_i)."""
     if self.causal_attention:
       raise UserInputError("A left-to-right model (causal_attention) has no Hugging Face "
                            "BertModel form; keep it in Google's layout.")
@@ -231,8 +232,10 @@ class BertConfig:
         "vocab_size": self.vocab_size,
     }
     if num_labels is not None:
-      data["id2label"] = {str(i): "LABEL_%d" % i for i in range(num_labels)}
-      data["label2id"] = {"LABEL_%d" % i: i for i in range(num_labels)}
+      if labels is None or len(labels) != num_labels:
+        labels = ["LABEL_%d" % i for i in range(num_labels)]
+      data["id2label"] = {str(i): str(label) for i, label in enumerate(labels)}
+      data["label2id"] = {str(label): i for i, label in enumerate(labels)}
     return data
 
   def architecture_differences(self, other):

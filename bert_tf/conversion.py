@@ -7,7 +7,7 @@ output folder and the vocab, and chooses the casing written for transformers.
 
 import os
 
-from bert_tf import checkpoints, checks, hf_checkpoints, tokenization
+from bert_tf import checkpoints, checks, hf_checkpoints, run_folder, tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 
@@ -65,12 +65,14 @@ def convert_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None
                   do_lower_case=None, strip_accents=None):
   """Google-layout checkpoint -> HF folder in output_dir.
 
-  bert_config_file and vocab_file default to the files beside the checkpoint;
-  do_lower_case to `guess_do_lower_case`. Returns (architecture, do_lower_case).
+  bert_config_file and vocab_file default to the files beside the checkpoint; the casing and
+  the head's label names to what a runner recorded with it (run_folder), else
+  `guess_do_lower_case` and transformers' LABEL_i. Returns (architecture, do_lower_case).
   """
   output_dir = os.fspath(output_dir)
   _check_output_dir(output_dir, checkpoint)
   source = checkpoints.open_source(checkpoint, kind="google")
+  recorded = run_folder.recorded_settings(source.path)
   config_file = bert_config_file or source.config_file
   if not config_file or not os.path.isfile(config_file):
     raise UserInputError("BERT config file %s does not exist; pass --bert_config_file=PATH/"
@@ -82,9 +84,18 @@ def convert_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None
   vocab_file = vocab_file or os.path.join(os.path.dirname(source.path),
                                           hf_checkpoints.VOCAB_NAME)
   vocab = _checked_vocab(vocab_file, config, config_file)
+  if recorded.get("vocab_sha1") and run_folder.file_digest(vocab_file) != recorded["vocab_sha1"]:
+    raise UserInputError("Vocab file %s is not the one the run in %s was trained with (its "
+                         "settings record another sha1); pass that run's --vocab_file." %
+                         (vocab_file, run_folder.checkpoint_folder(source.path)))
   if do_lower_case is None:
-    do_lower_case = guess_do_lower_case(source.path, vocab)
+    do_lower_case = recorded.get("do_lower_case")
+    if do_lower_case is None:
+      do_lower_case = guess_do_lower_case(source.path, vocab)
+    elif strip_accents is None:
+      strip_accents = recorded.get("strip_accents")
   _, architecture = hf_checkpoints.write_hf_folder(output_dir, source.variables(), config,
                                                    vocab_file, do_lower_case, strip_accents,
-                                                   source=source.path)
+                                                   source=source.path,
+                                                   labels=recorded.get("labels"))
   return architecture, do_lower_case

@@ -419,15 +419,16 @@ def copy_file(src, dst):
 
 
 def write_hf_folder(folder, variables, config, vocab_file, do_lower_case, strip_accents=None,
-                    source="checkpoint"):
-  """Writes config.json, model.safetensors, vocab.txt, tokenizer_config.json.
+                    source="checkpoint", labels=None):
+  """Writes config.json, model.safetensors, vocab.txt, tokenizer_config.json (`labels`: the
+  names of a classification head's rows, for id2label).
 
   Everything is checked before the first file is written. Returns (state, architecture).
   """
   state, architecture, num_labels = google_to_hf(variables, config, source)
   os.makedirs(folder, exist_ok=True)
   save_safetensors(state, os.path.join(folder, WEIGHTS_NAME))
-  write_json(os.path.join(folder, CONFIG_NAME), config.to_hf_dict(architecture, num_labels))
+  write_json(os.path.join(folder, CONFIG_NAME), config.to_hf_dict(architecture, num_labels, labels))
   write_json(os.path.join(folder, TOKENIZER_CONFIG_NAME),
              tokenizer_config(do_lower_case, strip_accents, config.max_position_embeddings))
   copy_file(vocab_file, os.path.join(folder, VOCAB_NAME))

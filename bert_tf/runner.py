@@ -22,8 +22,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import (checks, cpu, distribution, example_codec, input_pipeline, precision,
-                     run_lock, tokenization, training)
+from bert_tf import (checks, cpu, distribution, example_codec, head_labels, input_pipeline,
+                     precision, run_folder, run_lock, tokenization, training)
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError, io_reason
 
@@ -229,6 +229,11 @@ class TaskHooks:
     """The BertConfig the task's model is built with (default: --bert_config_file's)."""
     return config
 
+  def head_labels(self, run):
+    """(head kind, labels, flag naming them or None) of a head whose rows are labels: their
+    order is checked against the one recorded with --init_checkpoint. None: no such head."""
+    return None
+
   def settings(self, run):
     """The task's own settings that shape the saved training state or its data (labels,
     objective, ...), stored with the state and compared on resume (see training_settings)."""
@@ -263,7 +268,11 @@ def run_task(options, hooks):
             for split, action in SPLITS if getattr(options, action)}
   num_train_steps, num_warmup_steps = hooks.train_steps(run, inputs.get("train", []))
   run.trainer = make_trainer(options, run.strategy, hooks.make_task(run), num_train_steps,
-                             num_warmup_steps, training_settings(run, hooks, inputs))
+                             num_warmup_steps, training_settings(run, hooks, inputs),
+                             init_checkpoint=_init_source(run, hooks))
+  if options.do_train and run.trainer.chief:
+    run_folder.keep_model_files(options.output_dir, options.bert_config_file,
+                                options.vocab_file if hooks.uses_tokenizer else None)
   hooks.on_start(run)
   if options.do_train:
     _train(run, hooks, inputs["train"], num_train_steps)
@@ -276,6 +285,17 @@ def run_task(options, hooks):
   if options.export_dir and run.trainer.chief:
     hooks.export(run)
     logging.info("Exported a SavedModel to %s", options.export_dir)
+
+
+def _init_source(run, hooks):
+  """--init_checkpoint, its labeled head (if any) read in this run's label order. Nothing is
+  checked when the run resumes from --output_dir instead."""
+  options, labeled = run.options, hooks.head_labels(run)
+  if not options.init_checkpoint or labeled is None or run_folder.has_training_state(
+      options.output_dir):
+    return options.init_checkpoint
+  kind, labels, flag = labeled
+  return head_labels.in_label_order(options.init_checkpoint, kind, labels, options.do_train, flag)
 
 
 def prepare(options, hooks):
@@ -398,15 +418,6 @@ def make_output_dir(path, flag="--output_dir"):
                          (flag, path, io_reason(e))) from None
 
 
-def file_digest(path):
-  """sha1 of a file's bytes (a vocab, a data file): its identity wherever it is copied."""
-  digest = hashlib.sha1()
-  with tf.io.gfile.GFile(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
-
-
 def training_settings(run, hooks, inputs):
   """The settings stored with the training state and compared when a run resumes from it.
 
@@ -419,7 +430,7 @@ def training_settings(run, hooks, inputs):
   settings = {"bert_config": run.config.to_dict(), "optimizer": options.optimizer,
               "loss_scale": options.mixed_precision == "float16"}
   if hooks.uses_tokenizer:
-    settings.update(vocab_sha1=file_digest(options.vocab_file),
+    settings.update(vocab_sha1=run_folder.file_digest(options.vocab_file),
                     do_lower_case=options.do_lower_case, strip_accents=options.strip_accents)
   settings.update(hooks.settings(run))
   if options.do_train:
@@ -431,14 +442,16 @@ def training_settings(run, hooks, inputs):
   return settings
 
 
-def make_trainer(options, strategy, task, num_train_steps, num_warmup_steps, settings=None):
-  """The Trainer of every runner, configured from the options."""
+def make_trainer(options, strategy, task, num_train_steps, num_warmup_steps, settings=None,
+                 init_checkpoint=None):
+  """The Trainer of every runner, configured from the options (`init_checkpoint`: a source
+  to load instead of --init_checkpoint's path)."""
   from bert_tf import optimization
   return training.Trainer(
       strategy, task, options.output_dir,
       lambda names: optimization.create_optimizer(options.learning_rate, num_train_steps,
                                                   num_warmup_steps, names, options.optimizer),
-      init_checkpoint=options.init_checkpoint,
+      init_checkpoint=init_checkpoint or options.init_checkpoint,
       accumulation_steps=options.gradient_accumulation_steps,
       loss_scale=options.mixed_precision == "float16", jit_compile=options.jit_compile,
       worker=distribution.worker_name(strategy), settings=settings)

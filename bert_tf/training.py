@@ -20,7 +20,6 @@ bert_tf/checkpoint_keeper.py's; stopping cleanly on a signal, bert_tf/preemption
 
 import contextlib
 import math
-import os
 import signal
 import time
 
@@ -28,7 +27,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints
+from bert_tf import checkpoints, run_folder
 from bert_tf import preemption as preemption_lib
 from bert_tf.checkpoint_keeper import CheckpointKeeper
 from bert_tf.errors import Preempted, UserInputError
@@ -324,8 +323,7 @@ class Trainer:
 
   def _preempted(self):
     raise Preempted(signal.SIGTERM, self.step,
-                    os.path.join(self.output_dir, "training_state" +
-                                 ("_" + self.worker if self.worker else "")))
+                    run_folder.state_dir(self.output_dir, self.worker))
 
   def evaluate(self, dataset, max_steps=None, with_predictions=False):
     """Metrics as ratios of summed (sum, count) pairs, plus `loss` and `global_step`.

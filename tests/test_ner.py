@@ -278,7 +278,8 @@ def test_feature_based_caches_bert_features(tmp_path):
   results = read_results(out / "eval_results.txt")
   assert {"f1", "precision", "recall", "eval_loss", "eval_token_accuracy"} <= set(results)
   check_prediction_file(out / "eval_predictions.txt", str(data / "dev.txt"),
-                        json.loads((out / "ner_labels.json").read_text())["labels"])
+                        json.loads((out / "feature_based_weighted_sum_all.json").read_text())
+                        ["labels"])
   # Another mode reading a cached layer computes nothing.
   result = run_script("run_ner.py", *common, "--features=last_hidden")
   assert result.returncode == 0, result.stderr[-3000:]
@@ -299,11 +300,11 @@ def test_feature_based_caches_bert_features(tmp_path):
   from bert_tf import checkpoints
   from bert_tf.modeling import BertModel
   from bert_tf.config import BertConfig
-  from bert_tf.tasks.ner import feature_based
+  from bert_tf.tasks.ner import feature_cache
   encoder = BertModel(BertConfig.from_json_file(TINY_CONFIG))
   checkpoints.load_checkpoint(TINY_CKPT, encoder)
   tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=True)
-  fresh = feature_based.compute_word_features(
+  fresh = feature_cache.compute_word_features(
       encoder, ner.read_conll(str(data / "train.txt")), tokenizer, 32, 16, [0, 1, 2])
   (cached_train,) = [p for p in (out / "bert_features").glob("*/train_layer2.npy")]
   np.testing.assert_allclose(np.load(cached_train), fresh[2], atol=1e-5)

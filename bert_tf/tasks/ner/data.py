@@ -13,11 +13,13 @@ predictions are written back in the file's own scheme.
 
 import dataclasses
 import os
+import re
 
 from bert_tf import user_files
 from bert_tf.errors import UserInputError
 
 DOCSTART = "-DOCSTART-"
+_COLUMNS = re.compile(r"[ \t]+")
 SCHEMES = ("iob1", "iob2")
 # The file names of each split: the usual ones, then the original CoNLL-2003 names.
 SPLIT_FILES = {"train": ("train.txt", "eng.train"),
@@ -71,8 +73,10 @@ def read_conll(path):
       documents.append(Document(sentences, "%s-%d" % (os.path.basename(path), len(documents))))
     sentences = []
 
-  for number, line in enumerate(text.splitlines(), 1):
-    fields = line.split()
+  # Lines end at "\n" (or "\r\n") only, columns are split at spaces and tabs only: a form feed
+  # or another separator character inside a line is part of a word, as the CoNLL tools read it.
+  for number, line in enumerate(text.split("\n"), 1):
+    fields = _COLUMNS.split(line.rstrip("\r").strip(" \t")) if line.strip(" \t\r") else []
     if not fields:
       end_sentence()
       continue

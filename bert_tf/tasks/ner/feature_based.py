@@ -1,21 +1,15 @@
 """The feature-based approach of section 5.3 (Table 7): BERT frozen, its activations fed to
 "a randomly initialized two-layer 768-dimensional BiLSTM before the classification layer".
 
-BERT runs once per data set and checkpoint: each word's vector of each needed layer (the
-first piece's, from the window that gives it the most context, as in fine-tuning) is cached
-as `<cache_dir>/<key>/<split>_layer<k>.npy` (k = 0 the embedding output, 1..L the hidden
-layers). The key hashes everything the vectors depend on (checkpoint weights, vocab,
-casing, max_seq_length, doc_stride and the split's data file), so another --features mode
-or a later run reuses the cached layers and computes only the missing ones.
-
-The BiLSTM reads one sentence (its words' vectors) at a time, as the CoNLL tagger would;
-the representations of Table 7 are a single layer, a concatenation, or a learned
-softmax-weighted sum (times a learned scale) of layers.
+BERT's per-word layers come from feature_cache. The BiLSTM reads one sentence (its words'
+vectors) at a time, as the CoNLL tagger would, in batches of sentences of similar length (each
+padded to its own longest, so a long sentence costs its own length, not every sentence's).
+The representations of Table 7 are a single layer, a concatenation, or a learned
+softmax-weighted sum (times a learned scale) of layers. The trained tagger's weights are saved
+with a record of what they were trained with (labels, representation, units, checkpoint), which
+a later run must match.
 """
 
-import hashlib
-import json
-import os
 import time
 
 from absl import logging
@@ -23,14 +17,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints, modeling
 from bert_tf.errors import UserInputError
+from bert_tf.tasks.ner import labels as ner_labels
 from bert_tf.tasks.ner.data import to_iob2
-from bert_tf.tasks.ner.features import convert_document, word_predictions
 
 REPRESENTATIONS = ("embeddings", "second_to_last_hidden", "last_hidden",
                    "weighted_sum_last_four", "concat_last_four", "weighted_sum_all")
-_WEIGHT_FILES = (".safetensors", ".bin", ".h5", ".msgpack")
+# A sentence this long is most likely sentences without the blank lines between them.
+LONG_SENTENCE_WORDS = 250
+# Batches are padded to a multiple of this many words (fewer distinct shapes to trace).
+_LENGTH_STEP = 8
 
 
 def layers_of(representation, num_layers):
@@ -42,116 +38,80 @@ def layers_of(representation, num_layers):
           "weighted_sum_all": list(range(1, num_layers + 1))}[representation]
 
 
-def _update_with_file(digest, path):
-  with tf.io.gfile.GFile(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
+def sentence_lengths(documents):
+  """The word count of every sentence of `documents`, in order."""
+  return [len(s.words) for d in documents for s in d.sentences]
 
 
-def checkpoint_digest(path):
-  """sha1 of a checkpoint's identity: a Google checkpoint's .index bytes (they hold every
-  tensor's checksum) or an HF folder's weight files."""
-  source = checkpoints.open_source(path)
-  digest = hashlib.sha1()
-  if source.kind == "google":
-    _update_with_file(digest, source.path + ".index")
-  else:
-    for name in sorted(os.listdir(source.path)):
-      if name.endswith(_WEIGHT_FILES):
-        digest.update(name.encode("utf-8"))
-        _update_with_file(digest, os.path.join(source.path, name))
-  return digest.hexdigest()
-
-
-def cache_key(checkpoint_sha1, vocab_file, data_file, do_lower_case, strip_accents,
-              max_seq_length, doc_stride):
-  """The folder name of one split's cached features: changes with anything they depend on."""
-  digest = hashlib.sha1(json.dumps(
-      [checkpoint_sha1, do_lower_case, strip_accents, max_seq_length, doc_stride]).encode())
-  _update_with_file(digest, vocab_file)
-  _update_with_file(digest, data_file)
-  return digest.hexdigest()[:16]
-
-
-def compute_word_features(encoder, documents, tokenizer, max_seq_length, doc_stride, layers,
-                          batch_size=32):
-  """{layer: float32 [words of all documents, H]}: each word's first-piece vector of each
-  layer in `layers`, from its max-context window (documents' words in order)."""
-  windows, num_words = [], {}
-  for index, document in enumerate(documents):
-    words = document.words
-    num_words[index] = len(words)
-    windows.extend(convert_document(index, words, None, tokenizer, max_seq_length, doc_stride))
-
-  @tf.function(reduce_retracing=True)
-  def forward(inputs):
-    outputs = encoder(inputs, training=False)
-    every = [outputs["embedding_output"]] + list(outputs["encoder_outputs"])
-    return tf.stack([tf.cast(every[k], tf.float32) for k in layers])  # [n, B, S, H]
-
-  per_window = []
-  for start in range(0, len(windows), batch_size):
-    batch = windows[start:start + batch_size]
-    inputs = {name: tf.constant([getattr(w, field) for w in batch], tf.int32)
-              for name, field in zip(modeling.INPUT_NAMES,
-                                     ("input_ids", "input_mask", "segment_ids"))}
-    values = forward(inputs).numpy()
-    per_window.extend(np.moveaxis(values, 0, 2))  # [S, n, H] per window
-  rows = word_predictions(windows, per_window, num_words)
-  stacked = np.stack([row for index in range(len(documents)) for row in rows[index]])
-  return {k: np.ascontiguousarray(stacked[:, i]) for i, k in enumerate(layers)}
-
-
-class FeatureCache:
-  """Per-word BERT layers of one split under `folder`, computed only where missing."""
-
-  def __init__(self, folder, split):
-    self.folder, self.split = folder, split
-
-  def path(self, layer):
-    return os.path.join(self.folder, "%s_layer%d.npy" % (self.split, layer))
-
-  def load(self, layers, compute):
-    """{layer: array}; `compute(missing layers)` gives those not cached yet, then saved."""
-    missing = [k for k in layers if not os.path.isfile(self.path(k))]
-    cached = [k for k in layers if k not in missing]
-    if not missing:
-      logging.info("BERT features of %s: cache hit (layers %s in %s)", self.split, cached,
-                   self.folder)
-    else:
-      logging.info("BERT features of %s: computing layers %s (cached: %s) into %s",
-                   self.split, missing, cached or "none", self.folder)
-      os.makedirs(self.folder, exist_ok=True)
-      started = time.time()
-      for layer, values in compute(missing).items():
-        tmp = self.path(layer) + ".partial.npy"
-        np.save(tmp, values)
-        os.replace(tmp, self.path(layer))  # a killed run leaves no half file behind
-      logging.info("BERT features of %s: extracted in %.1f s", self.split,
-                   time.time() - started)
-    return {k: np.load(self.path(k)) for k in layers}
-
-
-def sentence_arrays(documents, word_vectors, labels=None):
-  """Per sentence, padded: (features [N, T, ...], mask [N, T] bool, label ids [N, T]).
-
-  `word_vectors` [words, ...] holds the documents' words in order; `labels` maps each
-  sentence's IOB2 tags to ids (None: no gold tags, ids 0)."""
+def sentence_label_ids(documents, label_index):
+  """The IOB2 label id of every word of `documents`, in order (None without gold tags)."""
   sentences = [s for d in documents for s in d.sentences]
-  longest = max(len(s.words) for s in sentences)
-  shape = (len(sentences), longest) + word_vectors.shape[1:]
-  out = np.zeros(shape, np.float32)
-  mask = np.zeros((len(sentences), longest), bool)
-  ids = np.zeros((len(sentences), longest), np.int32)
-  start = 0
-  for row, sentence in enumerate(sentences):
-    n = len(sentence.words)
-    out[row, :n] = word_vectors[start:start + n]
-    mask[row, :n] = True
-    if labels is not None and sentence.tags is not None:
-      ids[row, :n] = [labels[t] for t in to_iob2(sentence.tags)]
-    start += n
-  return out, mask, ids
+  if any(s.tags is None for s in sentences):
+    return None
+  return np.array([label_index[t] for s in sentences for t in to_iob2(s.tags)], np.int32)
+
+
+def warn_long_sentences(documents, path):
+  """Logs the sentences of LONG_SENTENCE_WORDS words or more (each is one BiLSTM pass)."""
+  for document in documents:
+    for sentence in document.sentences:
+      if len(sentence.words) >= LONG_SENTENCE_WORDS:
+        logging.warning("%s line %d: a sentence of %d words (a blank line between sentences "
+                        "missing?). The BiLSTM reads it in one pass, in a batch of its own "
+                        "length.", path, sentence.line, len(sentence.words))
+
+
+class SentenceBatches:
+  """Sentences of per-word vectors in batches of similar length.
+
+  `words` [W, ...] holds every word's vector in order, `lengths` the sentences' word counts
+  (summing to W), `label_ids` [W] the gold ids (or None). A batch is (features [b, T, ...],
+  mask [b, T]), ids [b, T] and per-word weights that make the loss the mean over its words.
+  """
+
+  def __init__(self, words, lengths, label_ids, batch_size):
+    self.words, self.label_ids = words, label_ids
+    self.lengths = np.asarray(lengths, np.int64)
+    self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
+    order = np.argsort(self.lengths, kind="stable")
+    self.batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+  def batch(self, index):
+    rows = self.batches[index]
+    longest = max(1, int(self.lengths[rows].max()))
+    width = -(-longest // _LENGTH_STEP) * _LENGTH_STEP
+    features = np.zeros((len(rows), width) + self.words.shape[1:], np.float32)
+    mask = np.zeros((len(rows), width), bool)
+    ids = np.zeros((len(rows), width), np.int32)
+    for i, sentence in enumerate(rows):
+      start, n = self.offsets[sentence], self.lengths[sentence]
+      features[i, :n] = self.words[start:start + n]
+      mask[i, :n] = True
+      if self.label_ids is not None:
+        ids[i, :n] = self.label_ids[start:start + n]
+    weights = mask * np.float32(mask.size / max(1, mask.sum()))
+    return (features, mask), ids, weights
+
+  def dataset(self, seed):
+    """The batches as a tf.data.Dataset, in an order shuffled anew (from `seed`) each epoch."""
+    rng = np.random.RandomState(seed)
+    shape = (None, None) + self.words.shape[1:]
+
+    def generate():
+      for index in rng.permutation(len(self.batches)):
+        yield self.batch(index)
+
+    spec = lambda s, dtype: tf.TensorSpec(s, dtype)
+    return tf.data.Dataset.from_generator(generate, output_signature=(
+        (spec(shape, tf.float32), spec((None, None), tf.bool)),
+        spec((None, None), tf.int32), spec((None, None), tf.float32)))
+
+  def scatter(self, index, values):
+    """Per-word rows of batch `index`'s [b, T, ...] `values`, as (word positions, rows)."""
+    rows = self.batches[index]
+    positions = np.concatenate([np.arange(self.offsets[s], self.offsets[s + 1]) for s in rows])
+    picked = np.concatenate([values[i, :self.lengths[s]] for i, s in enumerate(rows)])
+    return positions, picked
 
 
 @keras.saving.register_keras_serializable("bert_tf")
@@ -205,33 +165,64 @@ class _EpochTimes(keras.callbacks.Callback):
                  time.time() - self.started)
 
 
-def train_tagger(model, features, mask, label_ids, learning_rate, epochs, batch_size, seed):
-  """Adam on the masked cross-entropy of every word, `epochs` passes, shuffled by `seed`."""
+def train_tagger(model, batches, learning_rate, epochs, seed):
+  """Adam on the mean cross-entropy of each batch's words, `epochs` passes, batch order
+  shuffled by `seed`."""
   keras.utils.set_random_seed(seed)
   model.compile(optimizer=keras.optimizers.Adam(learning_rate),
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-  model.fit([features, mask], label_ids, sample_weight=mask.astype(np.float32),
-            batch_size=batch_size, epochs=epochs, shuffle=True, verbose=0,
-            callbacks=[_EpochTimes()])
+  model.fit(batches.dataset(seed), epochs=epochs, verbose=0, callbacks=[_EpochTimes()])
 
 
-def predict_tagger(model, features, mask, batch_size):
-  """Softmax probabilities [N, T, labels] of the sentences."""
-  logits = model.predict([features, mask], batch_size=batch_size, verbose=0)
-  return tf.nn.softmax(logits, axis=-1).numpy()
+def predict_tagger(model, batches):
+  """Softmax probabilities [W, labels] of every word, in the words' order."""
+  out = None
+  for index in range(len(batches.batches)):
+    (features, mask), _, _ = batches.batch(index)
+    logits = model.predict_on_batch([features, mask])
+    positions, rows = batches.scatter(index, tf.nn.softmax(logits, axis=-1).numpy())
+    if out is None:
+      out = np.zeros((len(batches.words), rows.shape[-1]), np.float32)
+    out[positions] = rows
+  return out
 
 
-def token_metrics(probabilities, mask, label_ids):
-  """eval_loss (mean cross-entropy) and eval_token_accuracy over the words of `mask`."""
-  picked = np.take_along_axis(probabilities, label_ids[..., None], -1)[..., 0][mask]
-  correct = (probabilities.argmax(-1) == label_ids)[mask]
+def token_metrics(probabilities, label_ids):
+  """eval_loss (mean cross-entropy) and eval_token_accuracy over words [W, labels] / [W]."""
+  picked = np.take_along_axis(probabilities, label_ids[:, None], -1)[:, 0]
   return {"eval_loss": float(np.mean(-np.log(np.maximum(picked, 1e-12)))),
-          "eval_token_accuracy": float(np.mean(correct))}
+          "eval_token_accuracy": float(np.mean(probabilities.argmax(-1) == label_ids))}
 
 
-def word_rows(probabilities, mask):
-  """The rows of every word [words, labels], in document order (sentence_arrays' inverse)."""
-  return probabilities[mask]
+def record_path(weights_path):
+  return weights_path[:-len(".weights.h5")] + ".json"
+
+
+def write_record(weights_path, record):
+  """What the weights at `weights_path` were trained with, beside them."""
+  ner_labels.write_json(record_path(weights_path), record)
+
+
+def check_record(weights_path, flag_values, checkpoint, checkpoint_sha1):
+  """The record of the weights at `weights_path`, after checking this run against it: the
+  flags in `flag_values` ({name: value}) and the BERT checkpoint whose features it reads."""
+  path = record_path(weights_path)
+  record = ner_labels.read_json(path, "Feature-based tagger record")
+  if record is None:
+    raise UserInputError("%s has no record %s of what it was trained with: train it again with "
+                         "--do_train." % (weights_path, path))
+  for name, value in flag_values.items():
+    if record.get(name) != value:
+      raise UserInputError("%s was trained with --%s=%s; this run gives --%s=%s. Pass --%s=%s, "
+                           "or train again with --do_train." % (
+                               weights_path, name, record.get(name), name, value, name,
+                               record.get(name)))
+  if record.get("checkpoint_sha1") != checkpoint_sha1:
+    raise UserInputError("%s was trained on the features of another BERT checkpoint than "
+                         "--init_checkpoint=%s (%s). Pass the checkpoint it was trained on, or "
+                         "train again with --do_train." % (weights_path, checkpoint,
+                                                          record.get("checkpoint", "unknown")))
+  return record
 
 
 def check_representation(representation, num_layers):

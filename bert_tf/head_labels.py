@@ -1,0 +1,85 @@
+"""The label each row of a checkpoint's classification head stands for, and that head read in
+the label order of the run that loads it.
+
+A head's output rows carry no names: row i means the i-th label of the run that trained it.
+A later run that lists the same labels in another order would read every prediction through
+the wrong name, so a head loaded from a checkpoint is put into the loading run's order (same
+labels) or refused (other labels). The order comes from what the training run recorded
+beside the checkpoint (run_folder), or from a Hugging Face folder's id2label.
+"""
+
+import dataclasses
+import json
+import os
+import re
+
+from absl import logging
+import numpy as np
+
+from bert_tf import checkpoints, names, run_folder
+from bert_tf.errors import UserInputError
+
+_HF_DEFAULT_LABEL = re.compile(r"LABEL_\d+$")
+
+
+def recorded_labels(source):
+  """(labels, where they were read) of the run that wrote `source`, or (None, None)."""
+  if source.kind == "hf":
+    path = os.path.join(source.path, "config.json")
+    try:
+      with open(path, encoding="utf-8") as f:
+        id2label = json.load(f).get("id2label") or {}
+      labels = [id2label[str(i)] for i in range(len(id2label))]
+    except (OSError, ValueError, KeyError, AttributeError):
+      return None, None
+    if not labels or all(_HF_DEFAULT_LABEL.match(str(label)) for label in labels):
+      return None, None  # transformers' placeholder names say nothing about the order
+    return labels, path + " (id2label)"
+  labels = run_folder.recorded_settings(source.path).get("labels")
+  if isinstance(labels, list) and labels:
+    return [str(label) for label in labels], run_folder.settings_path(
+        run_folder.checkpoint_folder(source.path))
+  return None, None
+
+
+def in_label_order(checkpoint, head_kind, labels, training, flag=None):
+  """`checkpoint` (a path or CheckpointSource) with the rows of its `head_kind` head in the
+  order of `labels`: the source itself when it has no such head or the order is the same; a
+  reordering view when the head was trained on the same labels in another order. A head of
+  other labels is left out when `training` (the head starts as initialized, as from a
+  pretrained BERT, and the log says so) and refused otherwise: its rows mean other labels."""
+  source = checkpoints.open_source(checkpoint)
+  head = [n.google for n in names.head_names(head_kind)]
+  if not any(name in source.shapes for name in head):
+    return source
+  labels = [str(label) for label in labels]
+  trained, where = recorded_labels(source)
+  if trained is None:
+    logging.warning("The %s head in %s records no label order; its rows are read as this run's "
+                    "labels in the order %s.", head_kind, source.path, ",".join(labels))
+    return source
+  if trained == labels:
+    return source
+  if sorted(trained) != sorted(labels):
+    if training:
+      logging.warning("The %s head in %s was trained on other labels (%s, recorded in %s) than "
+                      "this run's (%s): it is not loaded, and this run trains a new one.",
+                      head_kind, source.path, ",".join(trained), where, ",".join(labels))
+      return dataclasses.replace(
+          source, shapes={n: s for n, s in source.shapes.items() if n not in head})
+    fix = "pass %s=%s" % (flag, ",".join(trained)) if flag else "pass the matching task"
+    raise UserInputError("The %s head in %s was trained on the labels %s (recorded in %s), not "
+                         "on this run's %s: %s, or train a model on yours." % (
+                             head_kind, source.path, ",".join(trained), where,
+                             ",".join(labels), fix))
+  order = np.array([trained.index(label) for label in labels])
+  logging.info("The %s head in %s was trained on the labels in the order %s; its rows are read "
+               "in this run's order %s.", head_kind, source.path, ",".join(trained),
+               ",".join(labels))
+  read = source.get
+
+  def reordered(name):
+    value = read(name)
+    return value[order] if name in head else value
+
+  return dataclasses.replace(source, _get=reordered)

@@ -1,0 +1,86 @@
+"""What a runner's --output_dir records about its run, read back by whoever takes a checkpoint
+from it (a conversion, a later fine-tuning run, an export).
+
+A training run keeps its settings (config, casing, labels, vocab digest) in
+`training_state/settings.json` (checkpoint_keeper writes it) and copies `bert_config.json` and
+`vocab.txt` beside its `model.ckpt-N`, so the folder converts and exports with no other file.
+"""
+
+import hashlib
+import json
+import os
+
+from absl import logging
+import tensorflow as tf
+
+from bert_tf.errors import UserInputError, io_reason
+
+STATE_DIR = "training_state"
+SETTINGS_NAME = "settings.json"
+CONFIG_NAME = "bert_config.json"
+VOCAB_NAME = "vocab.txt"
+
+
+def file_digest(path):
+  """sha1 of a file's bytes (a vocab, a data file): its identity wherever it is copied."""
+  digest = hashlib.sha1()
+  with tf.io.gfile.GFile(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def settings_path(output_dir, worker=""):
+  return os.path.join(state_dir(output_dir, worker), SETTINGS_NAME)
+
+
+def state_dir(output_dir, worker=""):
+  return os.path.join(output_dir, STATE_DIR + ("_" + worker if worker else ""))
+
+
+def has_training_state(output_dir, worker=""):
+  """Whether a run in `output_dir` resumes from a saved training state."""
+  return bool(tf.train.latest_checkpoint(state_dir(output_dir, worker)))
+
+
+def checkpoint_folder(checkpoint):
+  """The folder a checkpoint prefix (or a folder) lives in."""
+  path = os.fspath(checkpoint)
+  return path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+
+
+def recorded_settings(checkpoint):
+  """The settings of the run whose --output_dir holds `checkpoint` ({} when none recorded)."""
+  path = settings_path(checkpoint_folder(checkpoint))
+  if not tf.io.gfile.exists(path):
+    return {}
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      settings = json.loads(f.read())
+  except (ValueError, tf.errors.OpError) as e:
+    logging.warning("Ignoring %s: it cannot be read (%s).", path, e)
+    return {}
+  return settings if isinstance(settings, dict) else {}
+
+
+def keep_model_files(output_dir, config_file, vocab_file):
+  """Copies the run's bert_config.json and vocab.txt into --output_dir (once; an existing copy
+  must be the same file), so its checkpoints convert and export on their own."""
+  for source, name, flag in ((config_file, CONFIG_NAME, "--bert_config_file"),
+                             (vocab_file, VOCAB_NAME, "--vocab_file")):
+    if not source:
+      continue
+    target = os.path.join(output_dir, name)
+    if os.path.abspath(source) == os.path.abspath(target):
+      continue
+    try:
+      if tf.io.gfile.exists(target):
+        if file_digest(target) != file_digest(source):
+          raise UserInputError(
+              "--output_dir=%s holds a %s that differs from %s=%s: this folder belongs to a "
+              "run of another model. Use a new --output_dir." % (output_dir, name, flag, source))
+        continue
+      tf.io.gfile.copy(source, target + ".tmp", overwrite=True)
+      tf.io.gfile.rename(target + ".tmp", target, overwrite=True)
+    except tf.errors.OpError as e:
+      raise UserInputError("Cannot copy %s to %s: %s." % (source, target, io_reason(e))) from None
