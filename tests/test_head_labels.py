@@ -1,0 +1,121 @@
+"""What a run records beside its checkpoints, read back: a classification head's rows in the
+loading run's label order (or refused), and the casing and label names a conversion writes."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import run_script
+
+from bert_tf import checkpoints, conversion, head_labels, run_folder
+from bert_tf.errors import UserInputError
+
+TRAINED = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+
+
+def run_folder_with_ner_head(folder, labels=TRAINED, settings=None):
+  """A runner-like --output_dir: model.ckpt-7 (tiny encoder + a NER head whose row i holds
+  the value i), its `checkpoint` state file and training_state/settings.json."""
+  _, variables = checkpoints.read_variables(TINY_CKPT)
+  variables = {n: v for n, v in variables.items() if n.startswith("bert/")}  # the encoder
+  rows = np.arange(len(labels), dtype=np.float32)
+  variables["cls/ner/output_weights"] = np.repeat(rows[:, None], 32, axis=1)
+  variables["cls/ner/output_bias"] = rows
+  prefix = checkpoints.save_checkpoint(folder / "model.ckpt-7", extra=variables)
+  (folder / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-7"\n')
+  state = folder / "training_state"
+  state.mkdir()
+  recorded = {"labels": labels, "do_lower_case": True, "strip_accents": None,
+              "vocab_sha1": run_folder.file_digest(VOCAB_UNCASED)}
+  (state / "settings.json").write_text(json.dumps({**recorded, **(settings or {})}))
+  return prefix
+
+
+def head_rows(source):
+  return list(source.get("cls/ner/output_bias")), source.get("cls/ner/output_weights")[:, 0]
+
+
+def test_a_head_is_read_in_the_loading_runs_label_order(tmp_path):
+  prefix = run_folder_with_ner_head(tmp_path)
+  same = head_labels.in_label_order(prefix, "ner", TRAINED, training=False)
+  assert head_rows(same)[0] == [0, 1, 2, 3, 4]
+  reordered = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+  view = head_labels.in_label_order(prefix, "ner", reordered, training=False)
+  bias, weights = head_rows(view)
+  assert bias == [TRAINED.index(label) for label in reordered] == [0, 3, 4, 1, 2]
+  assert list(weights) == bias
+  # The encoder is untouched.
+  np.testing.assert_array_equal(view.get("bert/pooler/dense/kernel"),
+                                same.get("bert/pooler/dense/kernel"))
+
+
+def test_a_head_of_other_labels_is_refused_or_retrained(tmp_path):
+  prefix = run_folder_with_ner_head(tmp_path)
+  other = ["O", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+  with pytest.raises(UserInputError, match=r"trained on the labels O,B-LOC,I-LOC,B-PER,I-PER "
+                                           r"\(recorded in .*settings.json\), not on this run's "
+                                           r"O,B-ORG,I-ORG,B-PER,I-PER: pass --labels=O,B-LOC"):
+    head_labels.in_label_order(prefix, "ner", other, training=False, flag="--labels")
+  fresh = head_labels.in_label_order(prefix, "ner", other, training=True)
+  assert "cls/ner/output_bias" not in fresh.shapes
+  assert "bert/pooler/dense/kernel" in fresh.shapes
+
+
+def test_a_checkpoint_without_the_head_or_a_record_is_read_as_it_is(tmp_path):
+  plain = head_labels.in_label_order(TINY_CKPT, "ner", TRAINED, training=False)
+  assert "cls/ner/output_bias" not in plain.shapes
+  prefix = run_folder_with_ner_head(tmp_path)
+  (tmp_path / "training_state" / "settings.json").unlink()
+  unrecorded = head_labels.in_label_order(prefix, "ner", TRAINED[::-1], training=False)
+  assert head_rows(unrecorded)[0] == [0, 1, 2, 3, 4]
+
+
+def test_hf_id2label_names_the_rows(tmp_path):
+  prefix = run_folder_with_ner_head(tmp_path / "run")
+  conversion.convert_to_hf(tmp_path / "run", tmp_path / "hf", bert_config_file=TINY_CONFIG,
+                           vocab_file=VOCAB_UNCASED)
+  config = json.loads((tmp_path / "hf" / "config.json").read_text())
+  assert config["architectures"] == ["BertForTokenClassification"]
+  assert config["id2label"] == {str(i): label for i, label in enumerate(TRAINED)}
+  assert config["label2id"] == {label: i for i, label in enumerate(TRAINED)}
+  source = checkpoints.open_source(tmp_path / "hf")
+  assert head_labels.recorded_labels(source) == (TRAINED, str(tmp_path / "hf" / "config.json")
+                                                 + " (id2label)")
+  reordered = TRAINED[::-1]
+  view = head_labels.in_label_order(source, "ner", reordered, training=False)
+  np.testing.assert_array_equal(view.get("cls/ner/output_bias"),
+                                checkpoints.open_source(prefix).get("cls/ner/output_bias")[::-1])
+
+
+def test_conversion_takes_the_runs_casing_and_checks_its_vocab(tmp_path):
+  run = tmp_path / "run"
+  run_folder_with_ner_head(run, settings={"do_lower_case": False, "strip_accents": True})
+  shutil.copy(TINY_CONFIG, run / "bert_config.json")
+  shutil.copy(VOCAB_UNCASED, run / "vocab.txt")
+  result = run_script("convert_checkpoint.py", "--input=%s" % run, "--to=hf",
+                      "--output_dir=%s" % (tmp_path / "hf"))
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "do_lower_case=False (as recorded with the run)" in result.stdout
+  tokenizer = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+  assert tokenizer["do_lower_case"] is False and tokenizer["strip_accents"] is True
+  other_vocab = tmp_path / "other_vocab.txt"
+  other_vocab.write_text(open(VOCAB_UNCASED, encoding="utf-8").read().replace("[unused0]", "x"))
+  with pytest.raises(UserInputError, match=r"is not the one the run in .* was trained with"):
+    conversion.convert_to_hf(run, tmp_path / "hf2", vocab_file=str(other_vocab))
+
+
+def test_run_files_are_copied_once_and_never_replaced(tmp_path):
+  out = tmp_path / "out"
+  out.mkdir()
+  run_folder.keep_model_files(str(out), TINY_CONFIG, VOCAB_UNCASED)
+  assert (out / "bert_config.json").read_bytes() == open(TINY_CONFIG, "rb").read()
+  assert (out / "vocab.txt").read_bytes() == open(VOCAB_UNCASED, "rb").read()
+  run_folder.keep_model_files(str(out), TINY_CONFIG, VOCAB_UNCASED)  # the same files: fine
+  other = tmp_path / "bert_config.json"
+  other.write_text(open(TINY_CONFIG).read().replace("32", "64"))
+  with pytest.raises(UserInputError, match=r"holds a bert_config.json that differs"):
+    run_folder.keep_model_files(str(out), str(other), VOCAB_UNCASED)
+  assert (out / "bert_config.json").read_bytes() == open(TINY_CONFIG, "rb").read()
