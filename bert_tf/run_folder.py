@@ -64,21 +64,18 @@ def recorded_settings(checkpoint):
 
 
 def keep_model_files(output_dir, config_file, vocab_file):
-  """Copies the run's bert_config.json and vocab.txt into --output_dir (once; an existing copy
-  must be the same file), so its checkpoints convert and export on their own."""
-  for source, name, flag in ((config_file, CONFIG_NAME, "--bert_config_file"),
-                             (vocab_file, VOCAB_NAME, "--vocab_file")):
+  """Copies the run's bert_config.json and vocab.txt into --output_dir, so its checkpoints
+  convert and export on their own. A different copy beside a saved training state is left as
+  it is: the state's settings decide whether this run may resume from it."""
+  for source, name in ((config_file, CONFIG_NAME), (vocab_file, VOCAB_NAME)):
     if not source:
       continue
     target = os.path.join(output_dir, name)
     if os.path.abspath(source) == os.path.abspath(target):
       continue
     try:
-      if tf.io.gfile.exists(target):
-        if file_digest(target) != file_digest(source):
-          raise UserInputError(
-              "--output_dir=%s holds a %s that differs from %s=%s: this folder belongs to a "
-              "run of another model. Use a new --output_dir." % (output_dir, name, flag, source))
+      if tf.io.gfile.exists(target) and (file_digest(target) == file_digest(source) or
+                                         has_training_state(output_dir)):
         continue
       tf.io.gfile.copy(source, target + ".tmp", overwrite=True)
       tf.io.gfile.rename(target + ".tmp", target, overwrite=True)

@@ -107,15 +107,21 @@ def test_conversion_takes_the_runs_casing_and_checks_its_vocab(tmp_path):
     conversion.convert_to_hf(run, tmp_path / "hf2", vocab_file=str(other_vocab))
 
 
-def test_run_files_are_copied_once_and_never_replaced(tmp_path):
+def test_run_files_are_copied_and_never_replace_a_saved_states(tmp_path):
   out = tmp_path / "out"
   out.mkdir()
   run_folder.keep_model_files(str(out), TINY_CONFIG, VOCAB_UNCASED)
   assert (out / "bert_config.json").read_bytes() == open(TINY_CONFIG, "rb").read()
   assert (out / "vocab.txt").read_bytes() == open(VOCAB_UNCASED, "rb").read()
-  run_folder.keep_model_files(str(out), TINY_CONFIG, VOCAB_UNCASED)  # the same files: fine
   other = tmp_path / "bert_config.json"
   other.write_text(open(TINY_CONFIG).read().replace("32", "64"))
-  with pytest.raises(UserInputError, match=r"holds a bert_config.json that differs"):
-    run_folder.keep_model_files(str(out), str(other), VOCAB_UNCASED)
-  assert (out / "bert_config.json").read_bytes() == open(TINY_CONFIG, "rb").read()
+  run_folder.keep_model_files(str(out), str(other), VOCAB_UNCASED)  # no state yet: replaced
+  assert (out / "bert_config.json").read_bytes() == other.read_bytes()
+  state = run_folder_with_ner_head(tmp_path / "run")  # a folder with a saved state
+  (tmp_path / "run" / "training_state" / "ckpt-1.index").write_bytes(b"")
+  (tmp_path / "run" / "training_state" / "checkpoint").write_text(
+      'model_checkpoint_path: "ckpt-1"\n')
+  assert run_folder.has_training_state(str(tmp_path / "run")), state
+  shutil.copy(TINY_CONFIG, tmp_path / "run" / "bert_config.json")
+  run_folder.keep_model_files(str(tmp_path / "run"), str(other), VOCAB_UNCASED)
+  assert (tmp_path / "run" / "bert_config.json").read_bytes() == open(TINY_CONFIG, "rb").read()
