@@ -320,6 +320,7 @@ def prepare(options, hooks):
   options.check_batch_sizes(strategy.num_replicas_in_sync, hooks.eval_repeats)
   if options.init_checkpoint:
     check_init_checkpoint(options.init_checkpoint)
+    checks.check_causal_attention(options.init_checkpoint, config, options.bert_config_file)
   make_output_dir(options.output_dir)
   run_lock.acquire(options.output_dir, distribution.worker_name(strategy))
   keras.utils.set_random_seed(options.shuffle_seed)  # weight init and dropout; after device setup

@@ -25,6 +25,8 @@ and module named: computing less than the folder says would give wrong vectors.
 import dataclasses
 import os
 
+from absl import logging
+
 from bert_tf import checkpoints, hf_checkpoints
 from bert_tf.errors import UserInputError
 
@@ -202,9 +204,14 @@ def _read_transformer_settings(folder, source):
   if not _is_int(max_seq_length) or max_seq_length < 2:
     raise UserInputError("%s: max_seq_length must be an integer of at least 2, got %r." %
                          (config_file, max_seq_length))
-  # Longer than the position table would fail in sentence-transformers on a long text;
-  # every shorter text gets the same vectors at the cap.
-  max_seq_length = min(max_seq_length, limit)
+  if max_seq_length > limit:
+    # Not an error: sentence-transformers loads such a folder and embeds every text of up to
+    # `limit` pieces exactly as bert_tf does at the cap; only a longer text differs (it fails
+    # there, on the position table, and is cut to `limit` here).
+    logging.warning("%s: max_seq_length %d exceeds max_position_embeddings %d of %s; using %d "
+                    "(longer texts are cut there; sentence-transformers fails on them).",
+                    config_file, max_seq_length, limit, source.config_file, limit)
+    max_seq_length = limit
   casing = source.tokenizer or {"do_lower_case": True, "strip_accents": None}
   do_lower_case, strip_accents = casing["do_lower_case"], casing["strip_accents"]
   extra_lower = data.get("do_lower_case", False)

@@ -1,17 +1,20 @@
 """Inputs a careless or unlucky user gives: each is read as the original reads it, or stops with
 one message naming the file or flag, and leaves nothing half-written."""
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 import tensorflow as tf
 
-from bert_tf import example_codec, runner, user_files
+from bert_tf import checks, example_codec, runner, sentence_models, user_files
+from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
-from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MRPC = FIXTURES / "classifier_data" / "MRPC" / "train.tsv"
@@ -144,3 +147,118 @@ def test_runner_paths_checked_before_any_file_is_written(tmp_path):
     assert result.returncode == 2, result.stderr[-2000:]
     assert message in result.stderr.strip().splitlines()[-1] and "Traceback" not in result.stderr
     assert not out.exists() or os.listdir(out) == []
+
+
+def _ltr_run_folder(folder, settings=True, config=True):
+  """A run_pretraining --pretraining_objective=ltr --output_dir as it is left: model.ckpt-2
+  (the weights carry no trace of the mask; the tiny checkpoint's serve), the causal
+  bert_config.json beside it and training_state/settings.json with the config it trained."""
+  folder.mkdir()
+  for suffix in (".index", ".data-00000-of-00001"):
+    shutil.copy(TINY_CKPT + suffix, str(folder / ("model.ckpt-2" + suffix)))
+  causal = BertConfig.from_dict(dict(tiny_config().to_dict(), causal_attention=True))
+  if config:
+    (folder / "bert_config.json").write_text(causal.to_json_string())
+  if settings:
+    (folder / "training_state").mkdir()
+    (folder / "training_state" / "settings.json").write_text(json.dumps(
+        {"bert_config": causal.to_dict(), "pretraining_objective": "ltr"}))
+  return str(folder / "model.ckpt-2"), str(folder / "bert_config.json"), causal
+
+
+def test_causal_attention_of_the_config_and_the_checkpoint_must_agree(tmp_path, caplog):
+  ltr, ltr_config, causal = _ltr_run_folder(tmp_path / "ltr")
+  plain = tiny_config()
+  with pytest.raises(UserInputError) as info:
+    checks.check_causal_attention(ltr, plain, TINY_CONFIG)
+  assert str(info.value) == (
+      "--init_checkpoint=%s is a left-to-right model (causal_attention: true in %s) but "
+      "--bert_config_file=%s has no causal_attention, so its weights would run bidirectionally; "
+      "pass --bert_config_file=%s (the paper fine-tunes its LTR model left-to-right, Table 5)." %
+      (ltr, tmp_path / "ltr" / "training_state" / "settings.json", TINY_CONFIG, ltr_config))
+  checks.check_causal_attention(ltr, causal, ltr_config)  # the paper's way: no message
+  # The other way round: a Google release's bidirectional weights under a causal config.
+  with pytest.raises(UserInputError, match=r"^--init_checkpoint=%s was trained bidirectionally "
+                     r"\(no causal_attention in %s\) but --bert_config_file=%s has "
+                     r"causal_attention: true, so its weights would run under a left-to-right "
+                     r"mask they never saw; pass --bert_config_file=%s, or start from a "
+                     r"checkpoint pre-trained with --pretraining_objective=ltr\.$" %
+                     (TINY_CKPT, TINY_CONFIG, ltr_config, TINY_CONFIG)):
+    checks.check_causal_attention(TINY_CKPT, causal, ltr_config)
+  # Only the config beside it, or only the settings (a copied folder): still known.
+  only_config, _, _ = _ltr_run_folder(tmp_path / "config_only", settings=False)
+  with pytest.raises(UserInputError, match="causal_attention: true in .*config_only/bert_config"):
+    checks.check_causal_attention(only_config, plain, TINY_CONFIG)
+  only_settings, _, _ = _ltr_run_folder(tmp_path / "settings_only", config=False)
+  with pytest.raises(UserInputError, match='settings.json.*; set "causal_attention": true in it'):
+    checks.check_causal_attention(only_settings, plain, TINY_CONFIG)
+  # run_pretraining --pretraining_objective=ltr from a bidirectional checkpoint: the runner
+  # makes the config causal itself (TINY_CONFIG is not), which is a warning, not an error.
+  with caplog.at_level("WARNING"):
+    checks.check_causal_attention(TINY_CKPT, causal, TINY_CONFIG)
+  assert [r.getMessage() for r in caplog.records] == [
+      "--init_checkpoint=%s was trained bidirectionally (no causal_attention in %s); this run "
+      "makes the encoder left-to-right, so it starts from weights trained without that mask." %
+      (TINY_CKPT, TINY_CONFIG)]
+  empty = tmp_path / "bare"
+  empty.mkdir()
+  for suffix in (".index", ".data-00000-of-00001"):
+    shutil.copy(TINY_CKPT + suffix, str(empty / ("bert_model.ckpt" + suffix)))
+  checks.check_causal_attention(str(empty / "bert_model.ckpt"), causal, ltr_config)  # unknown
+
+
+@pytest.mark.slow
+def test_run_classifier_refuses_an_ltr_checkpoint_with_a_bidirectional_config(tmp_path):
+  ltr, ltr_config, _ = _ltr_run_folder(tmp_path / "ltr")
+  out = tmp_path / "out"
+  result = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=MRPC",
+       "--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
+       "--data_dir=%s" % MRPC.parent, "--max_seq_length=32", "--do_train",
+       "--init_checkpoint=%s" % ltr, "--output_dir=%s" % out],
+      capture_output=True, text=True, timeout=300)
+  assert result.returncode == 2, result.stderr[-2000:]
+  last = result.stderr.strip().splitlines()[-1]
+  assert last == (
+      "error: --init_checkpoint=%s is a left-to-right model (causal_attention: true in %s) but "
+      "--bert_config_file=%s has no causal_attention, so its weights would run bidirectionally; "
+      "pass --bert_config_file=%s (the paper fine-tunes its LTR model left-to-right, Table 5)." %
+      (ltr, tmp_path / "ltr" / "training_state" / "settings.json", TINY_CONFIG, ltr_config))
+  assert "Traceback" not in result.stderr
+  assert not out.exists() or os.listdir(out) == []
+
+
+def _st_folder(tmp_path, max_seq_length):
+  from test_text_embedder import write_st_folder
+  return write_st_folder(tmp_path / "st", sbert={"max_seq_length": max_seq_length})
+
+
+def test_sentence_bert_max_seq_length_past_the_position_table_is_a_warning(tmp_path, caplog):
+  """sentence-transformers loads such a folder and embeds every text of up to 40 pieces as
+  bert_tf does at 40 (a longer one fails there on the position table), so it is not an error:
+  the folder's value is logged with the one used."""
+  folder = _st_folder(tmp_path, 10000)
+  with caplog.at_level("WARNING"):
+    model = sentence_models.read_sentence_model(folder)
+  assert model.max_seq_length == 40  # the tiny HF config's max_position_embeddings
+  assert [r.getMessage() for r in caplog.records] == [
+      "%s: max_seq_length 10000 exceeds max_position_embeddings 40 of %s; using 40 (longer "
+      "texts are cut there; sentence-transformers fails on them)." %
+      (os.path.join(folder, "sentence_bert_config.json"), os.path.join(folder, "config.json"))]
+  caplog.clear()
+  with caplog.at_level("WARNING"):
+    assert sentence_models.read_sentence_model(_st_folder(tmp_path / "b", 40)).max_seq_length == 40
+  assert not caplog.records
+
+
+@pytest.mark.slow
+def test_export_text_embedder_logs_the_capped_max_seq_length(tmp_path):
+  folder = _st_folder(tmp_path, 10000)
+  result = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "export_text_embedder.py"), "--model_dir=%s" % folder,
+       "--export_dir=%s" % (tmp_path / "export")], capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert ("sentence_bert_config.json: max_seq_length 10000 exceeds max_position_embeddings 40 of "
+          "%s; using 40" % os.path.join(folder, "config.json")) in result.stderr
+  metadata = json.loads((tmp_path / "export" / "assets.extra" / "bert_tf_export.json").read_text())
+  assert metadata["max_seq_length"] == 40

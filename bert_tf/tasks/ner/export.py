@@ -37,7 +37,8 @@ def export_ner(export_dir, model, vocab_file, do_lower_case, max_seq_length, lab
       entity_types string, entity_starts / entity_ends int32 (UTF-8 byte offsets into the
       input: text[start:end] is the entity; character offsets for ASCII text) and
       entity_scores float32 (the mean probability of the entity's word tags), all
-      [batch, entities].
+      [batch, entities]. A row that is not valid UTF-8 fails the call with an
+      InvalidArgumentError naming the row (the offsets could not index it).
     serve_ids: input_word_ids, input_mask, input_type_ids int32 [batch, seq] ->
       logits float32 [batch, seq, num_labels].
 
@@ -74,8 +75,26 @@ def export_ner(export_dir, model, vocab_file, do_lower_case, max_seq_length, lab
   keep_pattern = tokenizer._keep_pattern  # pylint: disable=protected-access
 
   def words_of(text):
-    """[batch, (words)] raw words and their byte offsets, split like BasicTokenizer."""
+    """[batch, (words)] raw words and their byte offsets, split like BasicTokenizer.
+
+    tensorflow_text's regex split stops at a NUL byte (the rest of the row was lost), so
+    NULs become \\x01 first: the same length, so the offsets still index the input, and
+    like NUL a control character that the tokenizer deletes from the words."""
+    text = tf.strings.regex_replace(text, r"\x00", "\x01")
     return tf_text.regex_split_with_offsets(text, split_pattern, keep_pattern)
+
+  def checked_utf8(text):
+    """`text`, once every row is valid UTF-8. The other exports drop invalid bytes, as the
+    original's tokenizer does; here that would shift the offsets off the input's bytes, and
+    keeping them gives entity texts that are not UTF-8 and cuts an entity at a lone bad byte
+    (a word the original never sees), so invalid UTF-8 is refused, naming the first bad row."""
+    valid = tf.equal(tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore"), text)
+    first_bad = tf.reduce_min(tf.where(tf.logical_not(valid))[:, 0])  # int64 max if none
+    check = tf.debugging.Assert(tf.reduce_all(valid), [tf.strings.format(
+        "text row {} is not valid UTF-8; send UTF-8 text (decoding with errors=ignore drops the "
+        "bad bytes, as the other exports do)", first_bad)])
+    with tf.control_dependencies([check]):
+      return tf.identity(text)
 
   def tag_words(pieces_per_word):
     """Probabilities [words in the batch, labels] of each word's first piece (uniform rows
@@ -140,6 +159,7 @@ def export_ner(export_dir, model, vocab_file, do_lower_case, max_seq_length, lab
     return tf.where(has_piece[:, None], rows, uniform), has_piece, word_row
 
   def entities(text):
+    text = checked_utf8(text)
     words, starts, ends = words_of(text)
     pieces_per_word = tokenizer.tokenize_words(words.flat_values).merge_dims(1, 2)
     pieces_per_word = tf.RaggedTensor.from_row_splits(pieces_per_word, words.row_splits)
