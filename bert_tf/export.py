@@ -95,29 +95,39 @@ def serving_function(fn, input_signature):
 def checked_ids(input_word_ids, input_mask, input_type_ids, config):
   """The encoder's input dict, checked: a too-long batch, or an id or type id outside the
   model's tables (negative ones included, which a gather would silently wrap), fails with a
-  message instead of a shape error or another token's logits.
+  one-line message saying what is wrong (the offending value and the limit) instead of a
+  Gather error deep inside the model or another token's logits. Every ids signature and the
+  TF Hub encoder call this, so the checks are written once.
 
-  Each check is one min or max and one bare Assert op: tf.debugging's asserts add a
-  guarding cond of about eight ops each, which every request ran."""
+  Each check is one min or max, one StringFormat of a scalar and one Assert op: with a string
+  message tf.debugging.Assert is that bare op, where tf.debugging.assert_less and kin add a
+  guarding cond of about eight ops each, which every request would run."""
   word_min, word_max = tf.reduce_min(input_word_ids), tf.reduce_max(input_word_ids)
   type_min, type_max = tf.reduce_min(input_type_ids), tf.reduce_max(input_type_ids)
+  length = tf.shape(input_word_ids)[1]
   checks = [
-      _check(tf.shape(input_word_ids)[1] <= config.max_position_embeddings,
-             "Sequence longer than the model's max_position_embeddings."),
-      _check(word_min >= 0, "input_word_ids must be >= 0."),
-      _check(word_max < config.vocab_size, "input_word_ids must be < vocab_size."),
-      _check(type_min >= 0, "input_type_ids must be >= 0."),
-      _check(type_max < config.type_vocab_size, "input_type_ids must be < type_vocab_size."),
+      _check(length <= config.max_position_embeddings,
+             "sequence length {} exceeds max_position_embeddings %d" %
+             config.max_position_embeddings, length),
+      _check(word_min >= 0, "input_word_ids holds id {}; ids must not be negative", word_min),
+      _check(word_max < config.vocab_size,
+             "input_word_ids holds id {}, the vocab has %d entries" % config.vocab_size, word_max),
+      _check(type_min >= 0, "input_type_ids holds type id {}; type ids must not be negative",
+             type_min),
+      _check(type_max < config.type_vocab_size,
+             "input_type_ids holds type id {}, type_vocab_size is %d" % config.type_vocab_size,
+             type_max),
   ]
   with tf.control_dependencies(checks):
     return {"input_word_ids": tf.identity(input_word_ids), "input_mask": input_mask,
             "input_type_ids": tf.identity(input_type_ids)}
 
 
-def _check(condition, message):
-  """An Assert op failing with `message` (InvalidArgumentError) where `condition` is false;
-  an empty batch's min and max are the dtype's extremes, so it passes every check."""
-  return tf.raw_ops.Assert(condition=condition, data=[tf.constant(message)])
+def _check(condition, template, value):
+  """An Assert op failing (InvalidArgumentError) with `template`, its {} the scalar `value`,
+  where `condition` is false; an empty batch's min and max are the dtype's extremes, so it
+  passes every check."""
+  return tf.debugging.Assert(condition, [tf.strings.format(template, value)])
 
 
 def make_tokenizer(vocab_file, do_lower_case, strip_accents=None):
