@@ -36,6 +36,7 @@ from bert_tf.text import BertTextTokenizer
 
 METADATA_DIR = "assets.extra"
 METADATA_FILE = "bert_tf_export.json"
+VOCAB_FILE = "vocab.txt"  # in METADATA_DIR, for exports with a tokenizer
 DEFAULT_SIGNATURE = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY  # "serving_default"
 IDS_SIGNATURE = "serve_ids"
 IDS_INPUTS = INPUT_NAMES  # the three packed int32 inputs, TF Hub names
@@ -237,6 +238,9 @@ def save_serving_module(export_dir, module, signatures, metadata, overwrite=Fals
     tf.io.gfile.makedirs(os.path.join(tmp, METADATA_DIR))
     with tf.io.gfile.GFile(os.path.join(tmp, METADATA_DIR, METADATA_FILE), "w") as f:
       f.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+    if getattr(tokenizer, "vocab_text", None):  # the vocab by id, for LiteRT's metadata
+      with tf.io.gfile.GFile(os.path.join(tmp, METADATA_DIR, VOCAB_FILE), "w") as f:
+        f.write(tokenizer.vocab_text)
     # Checked again: another process may have written export_dir meanwhile.
     check_export_dir(export_dir, overwrite)
     if tf.io.gfile.isdir(export_dir):

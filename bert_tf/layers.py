@@ -82,7 +82,9 @@ def attention_bias_from_mask(input_mask, dtype="float32"):
   `(1 - mask) * -10000` to the scores; broadcasting over heads and query positions
   gives the same numbers without materialising [B, F, T].
   """
-  mask = ops.cast(input_mask, dtype)[:, None, None, :]
+  # expand_dims, not [:, None, None, :]: LiteRT has no builtin for a new-axis strided slice
+  # when batch and length are both dynamic.
+  mask = ops.expand_dims(ops.expand_dims(ops.cast(input_mask, dtype), 1), 1)
   return (1.0 - mask) * -10000.0
 
 

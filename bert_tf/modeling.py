@@ -67,6 +67,36 @@ def keras_inputs(seq_length=None):
           for name in INPUT_NAMES}
 
 
+def export_model(model, filepath, format, verbose, input_signature, kwargs, rank=2):
+  """keras.Model.export with bert_tf's defaults: the three TF-Hub inputs as int32
+  [batch, length] (rank 3 for [batch, choices, length]), and for LiteRT builtin ops only,
+  so a .tflite never holds TensorFlow ops that the LiteRT runtimes cannot run."""
+  import tensorflow as tf  # the TF backend's exporters need it; modeling stays Keras-only
+  if input_signature is None:
+    input_signature = [{name: tf.TensorSpec((None,) * rank, tf.int32, name=name)
+                        for name in INPUT_NAMES}]
+  if format == "litert" and "target_spec" not in kwargs and "enable_select_tf_ops" not in kwargs:
+    kwargs = dict(kwargs, target_spec={"supported_ops": [tf.lite.OpsSet.TFLITE_BUILTINS]})
+  return keras.Model.export(model, filepath, format=format, verbose=verbose,
+                            input_signature=input_signature, **kwargs)
+
+
+class _NamedOutputs(keras.Model):
+  """A BertModel whose outputs are all named tensors: a signature returns no list, so each
+  of `encoder_outputs` becomes `encoder_output_<i>`."""
+
+  def __init__(self, bert, **kwargs):
+    super().__init__(name=bert.name + "_export", **kwargs)
+    self.bert = bert
+    self.built = True
+
+  def call(self, inputs):
+    outputs = dict(self.bert(inputs, training=False))
+    for index, value in enumerate(outputs.pop("encoder_outputs")):
+      outputs["encoder_output_%d" % index] = value
+    return outputs
+
+
 @layers.serializable
 class BertModel(keras.Model):
   """Embeddings, `num_hidden_layers` post-LN transformer blocks and the pooler."""
@@ -107,6 +137,12 @@ class BertModel(keras.Model):
   def checkpoint_variables(self):
     """Google name -> variable for every weight (bert_tf/names.py's encoder rows)."""
     return names.variables_of(self, names.encoder(self.config.num_hidden_layers))
+
+  def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None,
+             **kwargs):
+    """Keras' export (SavedModel, LiteRT, ONNX, OpenVINO) of the encoder: inputs as
+    `export_model` says, outputs the call's with `encoder_outputs` as `encoder_output_<i>`."""
+    return export_model(_NamedOutputs(self), filepath, format, verbose, input_signature, kwargs)
 
   def get_embedding_table(self):
     """The [vocab_size, H] word embeddings, shared with the masked-LM head."""

@@ -202,6 +202,8 @@ class BertTextTokenizer(tf.Module):
       if token not in ("", "##"):
         id_to_token[index] = token
     self._id_to_token = tf.constant(id_to_token)
+    # The vocab by id, one token a line: exports keep it beside the model (LiteRT metadata).
+    self.vocab_text = "".join(token + "\n" for token in id_to_token)
     self._wordpiece = tf_text.FastWordpieceTokenizer(
         id_to_token, suffix_indicator="##", max_bytes_per_word=4 * _MAX_WORD_CHARS,
         token_out_type=tf.int32, unknown_token="[UNK]", no_pretokenization=True)

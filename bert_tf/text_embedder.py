@@ -18,6 +18,7 @@ The SavedModel follows TF Hub's text-embedding convention:
     `tf.saved_model.load(dir)(tf.constant(texts))` works as for other TF-Hub text
     embeddings.
   signature serving_default: `sentences` in, `embedding` out (TF Serving, saved_model_cli).
+  signature serve_ids: input_word_ids, input_mask, input_type_ids in, `embedding` out.
   variables, trainable_variables, regularization_losses: TF Hub's Reusable SavedModel
     attributes.
 Loading needs `import tensorflow, tensorflow_text` only, like bert_tf's other
@@ -184,7 +185,8 @@ class _EmbedderRoot(export.ServingModule):
 
 
 def build_module(embedder):
-  """The SavedModel's root object and its serving_default signature."""
+  """The SavedModel's root object and its signatures: serving_default (sentences) and
+  serve_ids (packed ids, as the other exports)."""
   module = _EmbedderRoot(embedder.tokenizer, [embedder.encoder])
   module.__call__ = embedder.call
   module.variables = list(module.model_variables)
@@ -194,8 +196,16 @@ def build_module(embedder):
   def serving_default(sentences):
     return {OUTPUT_NAME: embedder.call(sentences)}
 
-  signature = export.serving_function(serving_default, [export.text_spec(INPUT_NAME)])
-  return module, {export.DEFAULT_SIGNATURE: signature}
+  def serve_ids(input_word_ids, input_mask, input_type_ids):
+    inputs = export.checked_ids(input_word_ids, input_mask, input_type_ids,
+                                embedder.encoder.config)
+    return {OUTPUT_NAME: embedder.embed_ids(inputs)}
+
+  return module, {
+      export.DEFAULT_SIGNATURE: export.serving_function(serving_default,
+                                                        [export.text_spec(INPUT_NAME)]),
+      # Packed ids in (LiteRT and MediaPipe convert this one: tokenizer tables are no LiteRT ops).
+      export.IDS_SIGNATURE: export.serving_function(serve_ids, export.ids_specs())}
 
 
 def metadata(embedder, **extra):

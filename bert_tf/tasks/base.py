@@ -27,7 +27,7 @@ from keras import ops
 
 from bert_tf import checkpoints, heads
 from bert_tf.config import BertConfig
-from bert_tf.modeling import BertModel, encoder_inputs, longest_length
+from bert_tf.modeling import BertModel, encoder_inputs, export_model, longest_length
 
 
 def loss_numerators(losses, weights):
@@ -64,6 +64,7 @@ class TaskModel(keras.Model):
   # term -> epsilon added to the summed weights before dividing (the original's
   # masked-LM loss adds 1e-5; the others are plain means).
   loss_epsilons = {}
+  input_rank = 2  # [batch, length] inputs; multiple choice reads [batch, choices, length]
 
   def __init__(self, config, use_one_hot_embeddings=False, dtype=None, dynamic_length=False,
                length_bucket=1, **kwargs):
@@ -89,6 +90,14 @@ class TaskModel(keras.Model):
             "config": self.config.to_dict(),
             "use_one_hot_embeddings": self.encoder.use_one_hot_embeddings,
             "dynamic_length": self.dynamic_length, "length_bucket": self.length_bucket}
+
+  def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None,
+             **kwargs):
+    """Keras' export (SavedModel, LiteRT, ONNX, OpenVINO) of the model, its inputs the
+    encoder's three (modeling.export_model); the runners' --export_dir writes the serving
+    SavedModel with raw-text signatures instead."""
+    return export_model(self, filepath, format, verbose, input_signature, kwargs,
+                        rank=self.input_rank)
 
   def create_heads(self):
     """Creates the heads as attributes and returns them as a list."""

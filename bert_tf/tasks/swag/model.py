@@ -19,6 +19,7 @@ class MultipleChoiceModel(base.TaskModel):
   """
 
   loss_epsilons = {"choice": 0.0}
+  input_rank = 3  # [batch, choices, length]
 
   def create_heads(self):
     self.choice = heads.MultipleChoiceHead(self.config, name="swag", dtype=self.dtype_policy)
