@@ -126,6 +126,25 @@ def selected_precisions():
                                "times it anyway)")
 
 
+def define_jit_compile_flag(what, default):
+  """--jit_compile, as extract_features.py's: unset, each bert_tf row runs `what` as the product
+  does (`default` says how); --jit_compile / --nojit_compile force XLA / the graph executor."""
+  flags.DEFINE_bool("jit_compile", None, "Compile bert_tf's %s with XLA (--jit_compile) or run "
+                    "it in TensorFlow's graph executor (--nojit_compile). Default: %s. Each row "
+                    "says which it used." % (what, default))
+
+
+def jit_compile(product_default):
+  """Whether a bert_tf row runs under XLA: --jit_compile if given, else `product_default` (for
+  a forward pass, precision.prefers_xla of the row's precision)."""
+  return product_default if flags.FLAGS.jit_compile is None else flags.FLAGS.jit_compile
+
+
+def mode_name(jit):
+  """How a row ran, as printed beside it."""
+  return "XLA" if jit else "graph"
+
+
 def hf_config(config):
   """The fields of `config` that transformers' BertConfig takes, for its random model."""
   return {k: v for k, v in config.to_dict().items() if k in MINILM_L6}

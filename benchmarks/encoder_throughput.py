@@ -13,7 +13,9 @@ achieved GFLOP/s and the ratio to the peak of the row's type (int8 rows: to floa
 The peers run the same fixed-shape forward in their own interpreters (benchmarks/peers.py):
 Hugging Face transformers' BertModel on PyTorch (--hf_python) and its torch.onnx export in
 ONNX Runtime (--ort_python), each precision in a fresh process, with bert_tf's speed over
-theirs. All are best-of-N timings after a warm-up (the peak itself varies by about 10%
+theirs. bert_tf runs each precision as its inference paths do (XLA or the graph executor, as
+bert_tf.precision.prefers_xla says; --jit_compile / --nojit_compile force one), and each row
+says which. All are best-of-N timings after a warm-up (the peak itself varies by about 10%
 between runs on a shared 2-core machine). Prints figures only.
 """
 
@@ -41,8 +43,10 @@ flags.DEFINE_integer("hidden_size", 768, "Hidden size (BERT-Base: 768).")
 flags.DEFINE_integer("num_heads", 12, "Attention heads (BERT-Base: 12).")
 flags.DEFINE_integer("intermediate_size", 3072, "Feed-forward size (BERT-Base: 3072).")
 flags.DEFINE_integer("matmul_size", 4096, "Side of the square matrices used to measure the peak.")
-flags.DEFINE_bool("jit_compile", True, "Compile bert_tf's forward pass with XLA (the default of "
-                  "its inference paths; --nojit_compile measures plain graph mode).")
+common.define_jit_compile_flag(
+    "forward pass", "per precision, what bert_tf's inference paths run it in "
+    "(bert_tf.precision.prefers_xla: XLA for int8, the graph executor's oneDNN kernels for "
+    "float32 and bfloat16)")
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 # The fixed batch of every side: ids drawn with numpy's default_rng(0), all positions real.
@@ -84,7 +88,7 @@ print(json.dumps({"seconds": best_seconds(lambda: session.run(None, feed), int(i
 
 
 def bert_tf_seconds(config, precisions):
-  """{precision: best seconds of bert_tf's forward pass on the fixed batch}."""
+  """{precision: (best seconds of bert_tf's forward pass on the fixed batch, under XLA)}."""
   from bert_tf import checkpoints, precision
   from bert_tf.modeling import BertModel
   ids, mask, types = fixed_inputs(FLAGS.batch_size, FLAGS.seq_length, config.vocab_size)
@@ -97,9 +101,10 @@ def bert_tf_seconds(config, precisions):
   seconds = {}
   for p in precisions:
     encoder = precision.for_inference(model, p)
+    jit = common.jit_compile(precision.prefers_xla(p))
     forward = tf.function(lambda x, m=encoder: m(x, training=False)["sequence_output"],
-                          jit_compile=FLAGS.jit_compile)
-    seconds[p] = best_seconds(lambda f=forward: f(inputs).numpy(), FLAGS.iterations)
+                          jit_compile=jit)
+    seconds[p] = best_seconds(lambda f=forward: f(inputs).numpy(), FLAGS.iterations), jit
   return seconds
 
 
@@ -143,7 +148,9 @@ def main(_):
   for dtype, peak in peaks.items():
     print("matmul peak (%dx%d %s): %.1f GFLOP/s" % (FLAGS.matmul_size, FLAGS.matmul_size,
                                                     dtype, peak))
-  seconds = {"bert_tf " + p: s for p, s in bert_tf_seconds(config, precisions).items()}
+  timed = bert_tf_seconds(config, precisions)
+  seconds = {"bert_tf " + p: s for p, (s, _) in timed.items()}
+  modes = {"bert_tf " + p: common.mode_name(jit) for p, (_, jit) in timed.items()}
   others, notes = peer_seconds(config, precisions)
   seconds.update(others)
   flops = forward_flops(config, FLAGS.batch_size, FLAGS.seq_length)
@@ -152,22 +159,24 @@ def main(_):
         (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
          config.intermediate_size, FLAGS.batch_size, FLAGS.seq_length,
          FLAGS.init_checkpoint or "random", flops / FLAGS.batch_size / 1e9))
-  print("bert_tf: tensorflow %s, jit_compile=%s, TF_ENABLE_ONEDNN_OPTS=%s, %d threads" %
-        (tf.__version__, FLAGS.jit_compile, os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
-         os.cpu_count()))
+  print("bert_tf: tensorflow %s, TF_ENABLE_ONEDNN_OPTS=%s, %d threads; mode: %s" %
+        (tf.__version__, os.environ.get("TF_ENABLE_ONEDNN_OPTS"), os.cpu_count(),
+         "each precision's product path (bert_tf.precision.prefers_xla)"
+         if FLAGS.jit_compile is None else "forced by --%sjit_compile"
+         % ("" if FLAGS.jit_compile else "no")))
   for line in notes + ([skipped] if skipped else []):
     print(line)
   print("best of %d forward passes; %% of peak: of the row type's matmul peak (int8: of "
         "float32's); x: bert_tf's speed over the row's at the same precision" % FLAGS.iterations)
-  print("%-18s %12s %12s %10s %10s %8s" % ("", "s / batch", "sequences/s", "GFLOP/s",
-                                           "% of peak", "x"))
+  print("%-18s %6s %12s %12s %10s %10s %8s" % ("", "mode", "s / batch", "sequences/s",
+                                                "GFLOP/s", "% of peak", "x"))
   for name, s in seconds.items():
     precision = name.split()[-1]
     ours = seconds["bert_tf " + precision]
     achieved = flops / s / 1e9
-    print("%-18s %12.3f %12.2f %10.1f %9.1f%% %8s" % (
-        name, s, FLAGS.batch_size / s, achieved, 100 * achieved / peaks.get(precision,
-                                                                           peaks["float32"]),
+    peak = peaks.get(precision, peaks["float32"])
+    print("%-18s %6s %12.3f %12.2f %10.1f %9.1f%% %8s" % (
+        name, modes.get(name, ""), s, FLAGS.batch_size / s, achieved, 100 * achieved / peak,
         "" if name.startswith("bert_tf") else peers.speedup(s, ours)))
 
 

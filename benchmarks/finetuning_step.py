@@ -6,7 +6,8 @@
 Packs sentence pairs of data/mrpc_sample/train.tsv at --max_seq_length=128 as
 run_classifier does and times bert_tf's full optimizer step (forward, backward,
 clipping, AdamWeightDecay) on the same batches twice: padded to 128 (the
-original's fixed shapes) and cut to each batch's longest pair (the default).
+original's fixed shapes) and cut to each batch's longest pair (the default), in
+the graph executor as run_classifier by default (--jit_compile: both under XLA).
 With --hf_python, Hugging Face transformers (PyTorch) trains the same batches,
 padded to each batch's longest, with torch's AdamW and the same clipping, in that
 interpreter. Without a checkpoint the model is MiniLM-L6-shaped with random
@@ -37,8 +38,9 @@ common.define_hf_comparison_flags()
 flags.DEFINE_integer("max_seq_length", 128, "Padded length, as run_classifier's flag.")
 flags.DEFINE_integer("batch_size", 32, "Pairs per step.")
 flags.DEFINE_integer("steps", 10, "Timed steps per mode (after 2 warm-up steps).")
-flags.DEFINE_bool("jit_compile", False, "Also time the cut batches under XLA (run_classifier's "
-                  "--jit_compile, lengths rounded up to multiples of 16).")
+common.define_jit_compile_flag(
+    "training step", "the graph executor, as run_classifier's own default (under "
+    "--jit_compile the cut rows round lengths up to multiples of 16, as run_classifier's)")
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 HF_SIDE = r'''
@@ -113,10 +115,8 @@ def main(_):
   data = batches(FLAGS.steps + 2)
   lengths = data["input_mask"].sum(-1)
   results = {}
-  modes = [("padded", False, False), ("cut", True, False)]
-  if FLAGS.jit_compile:
-    modes.append(("cut + XLA", True, True))  # run_classifier --jit_compile: lengths bucketed by 16
-  for name, dynamic, jit in modes:
+  jit = common.jit_compile(False)  # run_classifier's --jit_compile default
+  for name, dynamic in (("padded", False), ("cut", True)):
     results[name], config = time_bert_tf(data, dynamic, jit)
   if FLAGS.hf_python:
     with tempfile.TemporaryDirectory() as folder:
@@ -132,8 +132,9 @@ def main(_):
          lengths.mean(), lengths.max(-1).mean()))
   medians = {name: statistics.median(s) for name, s in results.items()}
   for name, median in medians.items():
-    print("%-16s %.3f s/step (median of %d), %.1f pairs/s" %
-          (name, median, len(results[name]), FLAGS.batch_size / median))
+    mode = "" if name.startswith("HF") else common.mode_name(jit)
+    print("%-16s %-6s %.3f s/step (median of %d), %.1f pairs/s" %
+          (name, mode, median, len(results[name]), FLAGS.batch_size / median))
   for fast in [n for n in medians if n.startswith("cut")]:
     for name in [n for n in medians if not n.startswith("cut")]:
       print("%s vs %s: %.2fx faster" % (fast, name, medians[name] / medians[fast]))

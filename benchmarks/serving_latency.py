@@ -46,7 +46,12 @@ flags.DEFINE_string("serving_tf_xla_flags", None, "If set, also time each cut be
                     "a serving process with this TF_XLA_FLAGS (e.g. '--tf_xla_auto_jit=2 "
                     "--tf_xla_cpu_global_jit': the loader compiles the model's ops with XLA; "
                     "each workload's warm-up call pays the compilation), as rows 'bert_tf P "
-                    "xla-loader'; their x columns compare bert_tf P in graph mode with them.")
+                    "xla-loader'.")
+flags.DEFINE_bool("serving_frozen_weights", False, "Also time each cut bert_tf export in a "
+                  "serving process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN keeps the "
+                  "weights it reorders for its kernels from one call to the next instead of "
+                  "reordering them at every call; only for processes that never change their "
+                  "weights), as rows 'bert_tf P frozen-weights'.")
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 # Timing loop shared by both sides: `call(texts)` answers a list of strings.
@@ -72,8 +77,11 @@ TF_SIDE = TIMING + r'''
 import tensorflow as tf, tensorflow_text  # noqa: F401  (nothing else: a plain serving process)
 workload = json.load(open(sys.argv[1]))
 serve = tf.saved_model.load(sys.argv[2]).signatures["serving_default"]
-result = run_all(lambda texts: serve(text_a=tf.constant(texts))["probabilities"].numpy(),
-                 workload)
+call = lambda texts: serve(text_a=tf.constant(texts))["probabilities"].numpy()
+result = run_all(call, workload)
+# The answers to the timed calls' texts, to check that a loader's settings move no number.
+result["probabilities"] = [row.tolist() for texts in ([workload["short"]], [workload["long"]],
+                                                      workload["batch"]) for row in call(texts)]
 result["version"] = "tensorflow " + tf.__version__
 print(json.dumps(result))
 '''
@@ -162,6 +170,22 @@ def check_tf_xla_flags(value):
              % (value, reason[-1].split("] ")[-1]))
 
 
+def loader_variants():
+  """[(row suffix, environment)]: the serving processes the flags add for each cut export,
+  beside the plain one."""
+  variants = []
+  if FLAGS.serving_tf_xla_flags:
+    variants.append(("xla-loader", {"TF_XLA_FLAGS": FLAGS.serving_tf_xla_flags}))
+  if FLAGS.serving_frozen_weights:
+    variants.append(("frozen-weights", {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}))
+  return variants
+
+
+def max_difference(a, b):
+  """Largest |difference| between two loaders' probabilities of the same texts."""
+  return max(abs(x - y) for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b))
+
+
 def measure(python, script, *args, failure="measurement failed", env=None):
   return common.run_json_script(python, script, *args, failure=failure,
                                 env=dict({"TF_ENABLE_ONEDNN_OPTS": "1",
@@ -203,15 +227,14 @@ def main(_):
     work_file = os.path.join(folder, "workload.json")
     with open(work_file, "w", encoding="utf-8") as f:
       json.dump(workload(), f)
-    results = {name: measure(sys.executable, TF_SIDE, work_file, path,
-                             failure="bert_tf %s failed" % name)
-               for name, path in paths.items()}
-    if FLAGS.serving_tf_xla_flags:
-      for p in precisions:
-        results["bert_tf %s xla-loader" % p] = measure(
-            sys.executable, TF_SIDE, work_file, paths["bert_tf " + p],
-            failure="bert_tf %s with TF_XLA_FLAGS failed" % p,
-            env={"TF_XLA_FLAGS": FLAGS.serving_tf_xla_flags})
+    results, variants = {}, loader_variants()
+    for name, path in paths.items():  # each loader variant right after the plain loader: A/B
+      results[name] = measure(sys.executable, TF_SIDE, work_file, path,
+                              failure="bert_tf %s failed" % name)
+      for suffix, env in variants if not name.endswith("padded") else ():
+        results["%s %s" % (name, suffix)] = measure(
+            sys.executable, TF_SIDE, work_file, path, env=env,
+            failure="bert_tf %s %s failed" % (name, suffix))
     others, notes = peer_results(folder, work_file, config, precisions)
     results.update(others)
   print("classifier serving: L=%d H=%d, max_seq_length %d, weights %s, fresh process per row, "
@@ -219,14 +242,18 @@ def main(_):
                             FLAGS.init_checkpoint or "random", os.cpu_count()))
   print("bert_tf: %s, TF_ENABLE_ONEDNN_OPTS=1; rows cut each request to its length, the padded "
         "row pads to max_seq_length as the original" % results[next(iter(paths))]["version"])
-  if FLAGS.serving_tf_xla_flags:
-    print("xla-loader rows: the same exports served with TF_XLA_FLAGS=%r"
-          % FLAGS.serving_tf_xla_flags)
+  for suffix, env in loader_variants():
+    differences = ["%s %.1e" % (p, max_difference(results["bert_tf %s %s" % (p, suffix)][
+        "probabilities"], results["bert_tf " + p]["probabilities"])) for p in precisions]
+    print("%s rows: the same exports served with %s; their probabilities of the %d timed texts "
+          "differ from the plain loader's by at most: %s" % (
+              suffix, " ".join("%s=%r" % kv for kv in env.items()),
+              len(results["bert_tf " + precisions[0]]["probabilities"]), ", ".join(differences)))
   for line in notes + ([skipped] if skipped else []):
     print(line)
-  print("x columns: bert_tf's speed over the row's at the same precision (the padded row: "
-        "against bert_tf float32 cut), above 1: bert_tf faster")
-  print("%-24s %20s %20s %10s   %7s %7s %7s" % ("", "short p50 / p99 ms", "long p50 / p99 ms",
+  print("x columns: bert_tf's speed over the row's at the same precision (the padded row and "
+        "loader rows: bert_tf P cut, plain loader), above 1: bert_tf P faster")
+  print("%-30s %20s %20s %10s   %7s %7s %7s" % ("", "short p50 / p99 ms", "long p50 / p99 ms",
                                                "batch32/s", "x short", "x long", "x b32"))
   for name, r in results.items():
     precision = name.split()[1]
@@ -235,7 +262,7 @@ def main(_):
               for w in ("short", "long")]
     ratios.append(peers.speedup(ours["batch32"]["per_second"], r["batch32"]["per_second"])
                   if ours else "")
-    print("%-24s %9.1f / %-8.1f %9.1f / %-8.1f %10.1f   %7s %7s %7s" % (
+    print("%-30s %9.1f / %-8.1f %9.1f / %-8.1f %10.1f   %7s %7s %7s" % (
         name, r["short"]["p50_ms"], r["short"]["p99_ms"], r["long"]["p50_ms"],
         r["long"]["p99_ms"], r["batch32"]["per_second"], *ratios))
 
