@@ -48,7 +48,7 @@ def test_conll_lines_break_at_newlines_only(tmp_path):
   assert [s.line for s in document.sentences] == [1, 4]
 
 
-# ------------------------------------------------------------------------------ the BiLSTM's batches
+# ---------------------------------------------------------------------- the BiLSTM's batches
 
 def test_sentence_batches_pad_each_batch_to_its_own_longest():
   lengths = [3, 5000, 4, 2, 6, 1, 9]
