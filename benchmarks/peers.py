@@ -29,6 +29,7 @@ from benchmarks import common
 # The modules each peer's interpreter must import (pip installs them under the same names).
 HF_MODULES = ("torch", "transformers")
 ORT_MODULES = ("onnxruntime", "onnx", "onnxscript", "torch", "transformers")
+MEDIAPIPE_MODULES = ("mediapipe.tasks.python.text",)
 
 _IMPORT_CHECK = r'''
 import importlib, json, sys
@@ -42,8 +43,9 @@ print(json.dumps(missing))
 '''
 
 
-def check_python(flag, python, modules):
-  """Exits with one line unless `python` runs and imports every one of `modules`."""
+def check_python(flag, python, modules, install=None):
+  """Exits with one line unless `python` runs and imports every one of `modules` (`install`:
+  what to pip install where the names differ)."""
   try:
     result = subprocess.run([python, "-c", _IMPORT_CHECK, *modules], capture_output=True,
                             text=True)
@@ -56,7 +58,7 @@ def check_python(flag, python, modules):
              (flag, python, (result.stderr.strip().splitlines() or ["no output"])[-1]))
   if missing:
     sys.exit("--%s=%s: cannot import %s (pip install %s in that venv)." %
-             (flag, python, ", ".join(missing), " ".join(missing)))
+             (flag, python, ", ".join(missing), install or " ".join(missing)))
 
 
 # The transformers model in the peer interpreter: `load_model(folder, config_json, head)`
@@ -163,6 +165,9 @@ def check_flags(flag_values):
     check_python("hf_python", flag_values.hf_python, HF_MODULES)
   if getattr(flag_values, "ort_python", None):
     check_python("ort_python", flag_values.ort_python, ORT_MODULES)
+  if getattr(flag_values, "mediapipe_python", None):
+    check_python("mediapipe_python", flag_values.mediapipe_python, MEDIAPIPE_MODULES,
+                 "mediapipe==0.10.21")
 
 
 def hf_env():

@@ -3,6 +3,7 @@
     python benchmarks/serving_latency.py [--bert_config_file=... --init_checkpoint=...]
         [--hf_python=/path/to/venv/bin/python --hf_model_dir=DIR]
         [--ort_python=/path/to/venv/bin/python] [--precisions=float32,int8]
+        [--mediapipe_python=/path/to/mediapipe-venv/bin/python]
 
 Exports one single-sentence classifier padded to max_seq_length (float32, as the original)
 and cut to each request's length at each of --precisions (bert_tf.precision.for_inference),
@@ -15,6 +16,13 @@ in a fresh process too (benchmarks/peers.py says what their precisions are):
   * --hf_python: Hugging Face transformers on PyTorch;
   * --ort_python: the same transformers model exported with torch.onnx, run by ONNX Runtime
     (float32 and dynamic int8).
+The float32 export is also converted to LiteRT (bert_tf.litert_export, float32 and int8:
+dynamic-range, int8 weights) and timed with ai_edge_litert from raw text (bert_tf's Python
+FullTokenizer in the timed call; one request per call, so 32 sentences are 32 calls), with
+LiteRT's default single thread and with the peers' threads. With --mediapipe_python the same
+export also gets MediaPipe's metadata (export_litert.py --mediapipe_python: length fixed to
+max_seq_length) and MediaPipe Tasks' TextClassifier answers the raw texts. Their probabilities
+are checked against the float32 SavedModel's on the timed texts.
 --hf_model_dir gives the peers the weights bert_tf reads through --init_checkpoint (the same
 HF folder). Without a checkpoint the model is MiniLM-L6-shaped (6 layers, hidden 384) with
 random weights. Prints figures only, with bert_tf's speed over each peer's.
@@ -52,6 +60,13 @@ flags.DEFINE_bool("serving_frozen_weights", False, "Also time each cut bert_tf e
                   "weights it reorders for its kernels from one call to the next instead of "
                   "reordering them at every call; only for processes that never change their "
                   "weights), as rows 'bert_tf P frozen-weights'.")
+flags.DEFINE_string("mediapipe_python", None, "A Python with mediapipe==0.10.21 (a virtualenv "
+                    "of its own, as export_litert.py's): also writes MediaPipe's metadata into "
+                    "the LiteRT float32 and int8 files (length fixed to max_seq_length) and times "
+                    "MediaPipe Tasks' TextClassifier from raw text there, as rows 'mediapipe P'.")
+flags.DEFINE_bool("litert", True, "Convert the float32 export to LiteRT float32 and int8 and "
+                  "time them from raw text, as rows 'litert P' (--nolitert: no LiteRT and no "
+                  "MediaPipe rows, and no conversions, which take minutes).")
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 # Timing loop shared by both sides: `call(texts)` answers a list of strings.
@@ -124,6 +139,58 @@ def call(texts):
 print(json.dumps(run_all(call, workload)))
 '''
 
+# A LiteRT file from raw text: bert_tf's own Python tokenizer (the SavedModel's tokenization,
+# without TensorFlow in the process), one request per call as the model takes, softmax inside.
+LITERT_SIDE = TIMING + r'''
+repo, workload_file, path, threads, vocab, lower, length = sys.argv[1:8]
+sys.path.insert(0, repo)
+import numpy as np
+import ai_edge_litert
+from ai_edge_litert.interpreter import Interpreter
+from bert_tf import tokenization  # pure Python: no TensorFlow
+workload = json.load(open(workload_file))
+tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=lower == "1")
+run = Interpreter(model_path=path, num_threads=int(threads)).get_signature_runner("serve_ids")
+
+def one(text):
+  tokens = ["[CLS]"] + tokenizer.tokenize(text)[:int(length) - 2] + ["[SEP]"]
+  ids = np.array([tokenizer.convert_tokens_to_ids(tokens)], np.int32)
+  return run(input_word_ids=ids, input_mask=np.ones_like(ids),
+             input_type_ids=np.zeros_like(ids))["probabilities"][0]
+
+call = lambda texts: [one(text) for text in texts]
+result = run_all(call, workload)
+result["probabilities"] = [row.tolist() for texts in ([workload["short"]], [workload["long"]],
+                                                      workload["batch"]) for row in call(texts)]
+result["version"] = "ai_edge_litert %s%s" % (
+    getattr(ai_edge_litert, "__version__", "?"),
+    ", TensorFlow imported!" if "tensorflow" in sys.modules else "")
+print(json.dumps(result))
+'''
+
+# MediaPipe Tasks' TextClassifier on a .tflite with metadata, from raw text (its own tokenizer).
+MEDIAPIPE_SIDE = TIMING + r'''
+workload_file, path = sys.argv[1:3]
+import mediapipe
+from mediapipe.tasks import python as mp_python
+from mediapipe.tasks.python import text as mp_text
+workload = json.load(open(workload_file))
+classifier = mp_text.TextClassifier.create_from_options(mp_text.TextClassifierOptions(
+    base_options=mp_python.BaseOptions(model_asset_path=path), max_results=-1))
+
+def one(text):
+  scores = {c.category_name: c.score
+            for c in classifier.classify(text).classifications[0].categories}
+  return [scores["0"], scores["1"]]
+
+call = lambda texts: [one(text) for text in texts]
+result = run_all(call, workload)
+result["probabilities"] = [row for texts in ([workload["short"]], [workload["long"]],
+                                             workload["batch"]) for row in call(texts)]
+result["version"] = "mediapipe " + mediapipe.__version__
+print(json.dumps(result))
+'''
+
 
 def workload():
   """A short sentence, a text past max_seq_length, and batches of real sentences."""
@@ -186,10 +253,95 @@ def max_difference(a, b):
   return max(abs(x - y) for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b))
 
 
+def print_answer_checks(results):
+  """The LiteRT and MediaPipe rows' probabilities against the float32 SavedModel's, on the
+  timed texts (ASCII only: MediaPipe's tokenizer differs from BERT's beyond ASCII)."""
+  reference = results.get("bert_tf float32") or results["bert_tf float32 padded"]
+  timed = workload()
+  texts = [timed["short"], timed["long"]] + timed["batch"]
+  ascii_rows = [i for i, t in enumerate(texts) if t.isascii()]
+  new = [n for n in results if n.split()[0] in ("litert", "mediapipe")]
+  if not new:
+    return
+  pick = lambda rows: [rows[i] for i in ascii_rows]
+  print("litert / mediapipe rows: their probabilities of the %d timed texts (%d ASCII, checked) "
+        "differ from the float32 SavedModel's by at most: %s" % (
+            len(texts), len(ascii_rows), ", ".join(
+                "%s %.1e" % (n, max_difference(pick(results[n]["probabilities"]),
+                                               pick(reference["probabilities"]))) for n in new)))
+
+
+def print_ort_ratios(results):
+  """The LiteRT and MediaPipe rows' speed over ONNX Runtime's at the same precision."""
+  lines = []
+  for name, r in results.items():
+    if name.split()[0] not in ("litert", "mediapipe"):
+      continue
+    for ort_name in [n for n in results if n.split()[:2] == ["ORT", name.split()[1]]]:
+      ort = results[ort_name]
+      lines.append("%-50s %7s %7s %7s" % (
+          "%s / %s" % (name, ort_name),
+          *(peers.speedup(ort[w]["p50_ms"], r[w]["p50_ms"]) for w in ("short", "long")),
+          peers.speedup(r["batch32"]["per_second"], ort["batch32"]["per_second"])))
+  if lines:
+    print("vs ONNX Runtime at the same precision: the row's speed over ORT's (above 1: the row "
+          "faster)")
+    print("%-50s %7s %7s %7s" % ("", "short", "long", "b32"))
+    print("\n".join(lines))
+
+
 def measure(python, script, *args, failure="measurement failed", env=None):
   return common.run_json_script(python, script, *args, failure=failure,
                                 env=dict({"TF_ENABLE_ONEDNN_OPTS": "1",
                                           "TF_CPP_MIN_LOG_LEVEL": "2"}, **(env or {})))
+
+
+def litert_files(folder, export_dir):
+  """The float32 export as LiteRT float32 and int8 files (any length, one request per call)
+  and, with --mediapipe_python, with MediaPipe's metadata (length max_seq_length):
+  ({row precision: path}, {row precision: path}), the second empty without the flag."""
+  from bert_tf import litert_export
+  litert, mediapipe = {}, {}
+  for p, quantize in (("float32", "none"), ("int8", "int8")):
+    litert[p] = os.path.join(folder, "litert_%s.tflite" % p)
+    litert_export.convert(export_dir, litert[p], quantize=quantize)
+    if FLAGS.mediapipe_python:
+      mediapipe[p] = os.path.join(folder, "mediapipe_%s.tflite" % p)
+      result = subprocess.run(
+          [sys.executable, os.path.join(REPO, "export_litert.py"), "--export_dir=" + export_dir,
+           "--output_file=" + mediapipe[p], "--quantize=" + quantize,
+           "--mediapipe_python=" + FLAGS.mediapipe_python], capture_output=True, text=True)
+      if result.returncode:
+        sys.exit("export_litert.py --mediapipe_python (%s) failed:\n%s" %
+                 (p, result.stderr[-3000:]))
+  return litert, mediapipe
+
+
+def litert_results(folder, work_file, export_dir):
+  """{row name: timings} of the LiteRT and MediaPipe rows, and lines saying what they ran."""
+  litert, mediapipe = litert_files(folder, export_dir)
+  results, threads = {}, os.cpu_count()
+  lower, length = "1" if FLAGS.do_lower_case else "0", str(FLAGS.max_seq_length)
+  for p, path in litert.items():
+    for n, suffix in ((threads, ""), (1, " 1-thread")):
+      results["litert %s%s" % (p, suffix)] = measure(
+          sys.executable, LITERT_SIDE, REPO, work_file, path, str(n), FLAGS.vocab_file, lower,
+          length, failure="LiteRT %s (%d threads) failed" % (p, n))
+  for p, path in mediapipe.items():
+    results["mediapipe " + p] = measure(FLAGS.mediapipe_python, MEDIAPIPE_SIDE, work_file, path,
+                                        failure="MediaPipe %s (--mediapipe_python) failed" % p)
+  notes = ["litert: %s; the float32 export converted by bert_tf.litert_export (int8: LiteRT's "
+           "dynamic-range quantization), batch 1 at each request's length: a batch of 32 is 32 "
+           "calls; raw text in through bert_tf's Python FullTokenizer in the timed call; %d "
+           "threads, '1-thread' rows LiteRT's default" %
+           (results["litert float32"]["version"], threads)]
+  if mediapipe:
+    notes.append("mediapipe: %s TextClassifier from raw text (its own BERT tokenizer), export_"
+                 "litert.py --mediapipe_python files (length fixed to %d), one XNNPACK thread "
+                 "(MediaPipe's default on desktop; its Python API sets none); a batch of 32 is "
+                 "32 classify calls" %
+                 (results["mediapipe float32"]["version"], FLAGS.max_seq_length))
+  return results, notes
 
 
 def peer_results(folder, work_file, config, precisions):
@@ -209,17 +361,24 @@ def peer_results(folder, work_file, config, precisions):
   if FLAGS.ort_python:
     onnx = peers.export_onnx(FLAGS.ort_python, FLAGS.hf_model_dir, config, "classifier", folder)
     for p in [p for p in precisions if p in onnx]:
-      results["ORT " + p] = measure(FLAGS.ort_python, ORT_SIDE, work_file, FLAGS.vocab_file,
-                                    onnx[p], threads, lower, length,
-                                    failure="ONNX Runtime %s (--ort_python) failed" % p)
-    notes.append(peers.ort_note(onnx, "logits ", threads, precisions))
+      # 1-thread rows too: LiteRT's and MediaPipe's default, and no pool threads spinning.
+      for n, suffix in ((threads, ""), ("1", " 1-thread")):
+        results["ORT " + p + suffix] = measure(
+            FLAGS.ort_python, ORT_SIDE, work_file, FLAGS.vocab_file, onnx[p], n, lower, length,
+            failure="ONNX Runtime %s (--ort_python) failed" % p)
+    notes.append(peers.ort_note(onnx, "logits ", threads, precisions) +
+                 "; '1-thread' rows: 1 intra-op thread")
   return results, notes
 
 
 def main(_):
-  print("CPU: %s" % common.cpu_info())
+  print("CPU: %s; load average %.1f %.1f %.1f at the start" % (common.cpu_info(),
+                                                              *os.getloadavg()))
   precisions, skipped = common.selected_precisions()
   peers.check_flags(FLAGS)
+  if FLAGS.mediapipe_python and not FLAGS.do_lower_case:
+    sys.exit("--mediapipe_python: MediaPipe's BERT tokenizer always lower-cases; this model is "
+             "cased (--nodo_lower_case).")
   if FLAGS.serving_tf_xla_flags:
     check_tf_xla_flags(FLAGS.serving_tf_xla_flags)
   with tempfile.TemporaryDirectory() as folder:
@@ -237,6 +396,11 @@ def main(_):
             failure="bert_tf %s %s failed" % (name, suffix))
     others, notes = peer_results(folder, work_file, config, precisions)
     results.update(others)
+    if FLAGS.litert:
+      export_dir = paths.get("bert_tf float32", paths["bert_tf float32 padded"])
+      others, more = litert_results(folder, work_file, export_dir)
+      results.update(others)
+      notes += more
   print("classifier serving: L=%d H=%d, max_seq_length %d, weights %s, fresh process per row, "
         "%d CPU threads" % (config.num_hidden_layers, config.hidden_size, FLAGS.max_seq_length,
                             FLAGS.init_checkpoint or "random", os.cpu_count()))
@@ -251,6 +415,7 @@ def main(_):
               len(results["bert_tf " + precisions[0]]["probabilities"]), ", ".join(differences)))
   for line in notes + ([skipped] if skipped else []):
     print(line)
+  print_answer_checks(results)
   print("x columns: bert_tf's speed over the row's at the same precision (the padded row and "
         "loader rows: bert_tf P cut, plain loader), above 1: bert_tf P faster")
   print("%-30s %20s %20s %10s   %7s %7s %7s" % ("", "short p50 / p99 ms", "long p50 / p99 ms",
@@ -265,6 +430,8 @@ def main(_):
     print("%-30s %9.1f / %-8.1f %9.1f / %-8.1f %10.1f   %7s %7s %7s" % (
         name, r["short"]["p50_ms"], r["short"]["p99_ms"], r["long"]["p50_ms"],
         r["long"]["p99_ms"], r["batch32"]["per_second"], *ratios))
+  print_ort_ratios(results)
+  print("load average %.1f %.1f %.1f at the end" % os.getloadavg())
 
 if __name__ == "__main__":
   app.run(main)
