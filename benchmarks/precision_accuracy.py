@@ -8,7 +8,8 @@
     # 3. compare the precisions on the labelled test set:
     python benchmarks/precision_accuracy.py --checkpoint=OUTPUT_DIR \\
         --bert_config_file=... --vocab_file=... --test_file=DATA/dev.tsv \\
-        [--precisions=float32,bfloat16,int8] [--int8_keep_float32=pooler ...]
+        [--precisions=float32,bfloat16,int8] [--int8_keep_float32=pooler ...] \\
+        [--export_dir=EXPORT_DIR]   # run_classifier --export_dir of the same run: adds LiteRT
 
 Step 3 builds the GLUE classifier, loads the fine-tuned checkpoint, applies
 bert_tf.precision.for_inference for each precision and predicts the test set through the
@@ -22,11 +23,19 @@ its P(1) in float32 and in that precision (a change at P(1) near 0.5 is noise, n
 --int8_keep_float32 adds int8 rows with some Dense layers left float32, to find the layers
 that cost int8 its accuracy. Prints figures only; the seconds are incidental (use the speed
 benchmarks for timings).
+
+--export_dir adds the served forms of the same classifier: its SavedModel (`serve_ids`, the
+reference of the next rows), and the LiteRT .tflite files bert_tf.litert_export converts from it,
+float32 and int8 (dynamic range), each scored one document a call as LiteRT serves, the request
+cut to its real length. Then one request's p50/p99 of the three on the first test documents,
+in a fresh process with one thread each (as a small serving host runs them).
 """
 
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -68,6 +77,15 @@ flags.DEFINE_multi_string("int8_keep_float32", None,
                           "expression left float32 (e.g. 'pooler', 'output_dense', "
                           "'layer_5/'); repeat the flag for more rows. Shows which layers "
                           "cost int8 its accuracy.")
+flags.DEFINE_string("export_dir", None,
+                    "The classifier's SavedModel (run_classifier --export_dir of the same "
+                    "run, float32): adds rows for it and for the LiteRT float32 and int8 "
+                    ".tflite converted from it, and times one request of each.")
+flags.DEFINE_string("litert_dir", None,
+                    "With --export_dir: keep the .tflite files here (default: a temporary "
+                    "folder, removed at the end).")
+flags.DEFINE_integer("latency_requests", 100,
+                     "With --export_dir: the test documents timed as single requests.")
 
 
 def prepare_sst2_layout(train_file, test_file, label_column, output_dir):
@@ -194,6 +212,130 @@ def predict_probabilities(model, features, batch_size):
   return np.concatenate(outputs)[:total], warm_up, time.perf_counter() - start
 
 
+# One request at a time in a fresh process, one thread for TensorFlow and for LiteRT, the
+# three models in turn on each request (load on a shared host falls on all of them alike).
+LATENCY_SCRIPT = r'''
+import json, sys, time
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (nothing of bert_tf: a plain serving process)
+from ai_edge_litert.interpreter import Interpreter
+tf.config.threading.set_inter_op_parallelism_threads(1)
+tf.config.threading.set_intra_op_parallelism_threads(1)
+requests_file, export_dir, files, names = sys.argv[1:5]
+data = np.load(requests_file)
+requests = [{name: data[name][i:i + 1, :int(data["input_mask"][i].sum())]
+             for name in ("input_word_ids", "input_mask", "input_type_ids")}
+            for i in range(len(data["input_mask"]))]
+serve = tf.saved_model.load(export_dir).signatures["serve_ids"]
+calls = {"savedmodel float32": lambda r: tf.nn.softmax(
+    serve(**{k: tf.constant(v) for k, v in r.items()})["logits"], axis=-1).numpy()}
+for name, path in json.loads(files).items():
+  runner = Interpreter(model_path=path, num_threads=1).get_signature_runner("serve_ids")
+  calls[name] = lambda r, runner=runner: runner(**r)["probabilities"]
+names = json.loads(names)
+seconds = {name: [] for name in names}
+for name in names:
+  calls[name](requests[0])  # warm-up (tracing, tensor allocation)
+for request in requests:
+  for name in names:
+    start = time.perf_counter()
+    calls[name](request)
+    seconds[name].append(time.perf_counter() - start)
+result = {name: latency_stats(seconds[name], 1) for name in names}
+result["lengths"] = sorted(len(r["input_mask"][0]) for r in requests)
+print(json.dumps(result))
+'''
+
+
+def check_export(export_dir, max_seq_length, do_lower_case):
+  """The export's metadata, if it classifies 2 labels from the features this script packs."""
+  from bert_tf import litert_export
+  metadata = litert_export.read_export(export_dir)
+  if metadata.get("task") != "classification" or len(metadata.get("labels", ())) != 2:
+    raise UserInputError("--export_dir=%s is a %s export with labels %s; pass the 2-label "
+                         "classifier's run_classifier --export_dir." %
+                         (export_dir, metadata.get("task"), metadata.get("labels")))
+  for name, ours in (("max_seq_length", max_seq_length), ("do_lower_case", do_lower_case)):
+    if name in metadata and metadata[name] != ours:
+      raise UserInputError("--export_dir=%s has %s=%s, this run --%s=%s: pass the flags the "
+                           "export was made with." % (export_dir, name, metadata[name], name,
+                                                      ours))
+  return metadata
+
+
+def savedmodel_probabilities(export_dir, features, batch_size):
+  """As predict_probabilities, through the export's `serve_ids` (softmax of its logits)."""
+  import numpy as np
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401  (the export's text signatures need its ops to load)
+  from bert_tf import export
+  serve = tf.saved_model.load(export_dir).signatures[export.IDS_SIGNATURE]
+  total = len(features["input_word_ids"])
+  batches = [{name: tf.constant(values[start:start + batch_size])
+              for name, values in features.items()} for start in range(0, total, batch_size)]
+
+  def probabilities(batch):
+    return tf.nn.softmax(serve(**batch)["logits"], axis=-1).numpy()
+
+  start = time.perf_counter()
+  probabilities(batches[0])
+  warm_up = time.perf_counter() - start
+  start = time.perf_counter()
+  outputs = [probabilities(batch) for batch in batches]
+  return np.concatenate(outputs), warm_up, time.perf_counter() - start
+
+
+def one_request(features, index):
+  """Document `index` as one LiteRT request: [1, its real length] (the padding cut off)."""
+  length = int(features["input_mask"][index].sum())
+  return {name: values[index:index + 1, :length] for name, values in features.items()}
+
+
+def litert_probabilities(path, features):
+  """As predict_probabilities, through the .tflite at `path`, one document a call."""
+  import numpy as np
+  from bert_tf import export, litert_export
+  runner = litert_export.interpreter(path).get_signature_runner(export.IDS_SIGNATURE)
+  total = len(features["input_word_ids"])
+  start = time.perf_counter()
+  runner(**one_request(features, 0))
+  warm_up = time.perf_counter() - start
+  start = time.perf_counter()
+  outputs = [runner(**one_request(features, index))["probabilities"] for index in range(total)]
+  return np.concatenate(outputs), warm_up, time.perf_counter() - start
+
+
+def convert_litert(export_dir, folder):
+  """{row name: (.tflite path, MB)} of the export converted to LiteRT float32 and int8."""
+  from bert_tf import litert_export
+  files = {}
+  for name, quantize in (("litert float32", "none"), ("litert int8", "int8")):
+    path = os.path.join(folder, "classifier_%s.tflite" % quantize.replace("none", "float32"))
+    conversion = litert_export.convert(export_dir, path, quantize=quantize)
+    files[name] = (path, conversion.size_bytes / 1e6)
+  return files
+
+
+def single_request_latency(export_dir, files, features, requests):
+  """{row name: latency_stats} of one request (the first `requests` test documents, each cut
+  to its length), timed in a fresh process: the SavedModel's serve_ids and each .tflite."""
+  import json
+  import tempfile
+  import numpy as np
+  from benchmarks import common
+  count = min(requests, len(features["input_word_ids"]))
+  with tempfile.TemporaryDirectory(prefix="precision_accuracy_") as folder:
+    requests_file = os.path.join(folder, "requests.npz")
+    np.savez(requests_file, **{name: values[:count] for name, values in features.items()})
+    names = ["savedmodel float32"] + list(files)
+    return common.run_json_script(
+        sys.executable, common.LATENCY_STATS_SOURCE + LATENCY_SCRIPT, requests_file,
+        export_dir, json.dumps({name: path for name, (path, _) in files.items()}),
+        json.dumps(names), env={"TF_ENABLE_ONEDNN_OPTS": "1"},
+        failure="timing the single requests failed")
+
+
 def scores(probabilities, labels):
   """Accuracy and F1 of the positive class (label 1), both in [0, 1]."""
   predictions = probabilities.argmax(-1)
@@ -213,7 +355,6 @@ def main(_):
                                                 positives, FLAGS.label_column))
     return
   cli.require_flags(FLAGS, "checkpoint", "bert_config_file", "vocab_file", "test_file")
-  import numpy as np
   from bert_tf import checks, precision
   from bert_tf.config import BertConfig
   from benchmarks import common
@@ -233,26 +374,61 @@ def main(_):
   for keep in FLAGS.int8_keep_float32 or ():
     runs.append(("int8 but %s" % keep, lambda keep=keep: quantized_except(
         config, FLAGS.checkpoint, keep)))
-  width = max(len(name) for name, _ in runs)
+  if FLAGS.export_dir:
+    check_export(FLAGS.export_dir, FLAGS.max_seq_length, FLAGS.do_lower_case)
+  width = max([len(name) for name, _ in runs] + [len("savedmodel float32")])
   print("%-*s %8s %7s %9s %8s %8s %9s %9s %9s %8s" % (
       width, "precision", "accuracy", "F1", "d_acc_pt", "d_F1_pt", "agree_%", "max|dp|",
       "mean|dp|", "warmup_s", "run_s"))
   reference = None
   for name, make_model in runs:
-    probabilities, warm_up, seconds = predict_probabilities(make_model(), features,
-                                                            FLAGS.batch_size)
-    accuracy, f1 = scores(probabilities, labels)
-    if reference is None:
-      reference = (probabilities, accuracy, f1)
-    delta = np.abs(probabilities[:, 1] - reference[0][:, 1])
-    changed = np.flatnonzero(probabilities.argmax(-1) != reference[0].argmax(-1))
-    print("%-*s %8.4f %7.4f %+9.2f %+8.2f %8.2f %9.2e %9.2e %9.1f %8.1f" % (
-        width, name, accuracy, f1, 100 * (accuracy - reference[1]), 100 * (f1 - reference[2]),
-        100 * (1 - len(changed) / len(labels)), delta.max(), delta.mean(), warm_up, seconds),
-        flush=True)
-    for index in changed:  # how close to the boundary float32 was where the label changed
-      print("  %s changes document %d (label %d): P(1) %.4f in float32, %.4f here" %
-            (name, index + 1, labels[index], reference[0][index, 1], probabilities[index, 1]))
+    row = print_row(name, width, predict_probabilities(make_model(), features,
+                                                       FLAGS.batch_size), labels, reference)
+    reference = reference or row
+  if not FLAGS.export_dir:
+    return
+  # The served forms: the SavedModel against the model above, LiteRT against the SavedModel.
+  served = print_row("savedmodel float32", width, savedmodel_probabilities(
+      FLAGS.export_dir, features, FLAGS.batch_size), labels, reference)
+  folder = FLAGS.litert_dir or tempfile.mkdtemp(prefix="precision_accuracy_litert_")
+  try:
+    files = convert_litert(FLAGS.export_dir, folder)
+    print("LiteRT rows against the SavedModel float32, one document a call, cut to its length:")
+    for name, (path, _) in files.items():
+      print_row(name, width, litert_probabilities(path, features), labels, served)
+    latency = single_request_latency(FLAGS.export_dir, files, features, FLAGS.latency_requests)
+  finally:
+    if not FLAGS.litert_dir:
+      shutil.rmtree(folder, ignore_errors=True)
+  lengths = latency.pop("lengths")
+  print("one request, 1 thread each (fresh process; first %d test documents, %d-%d tokens, "
+        "median %d):" % (len(lengths), lengths[0], lengths[-1], lengths[len(lengths) // 2]))
+  sizes = {name: size for name, (_, size) in files.items()}
+  for name, stats in latency.items():
+    print("  %-*s p50 %6.1f ms  p99 %6.1f ms%s" % (
+        width, name, stats["p50_ms"], stats["p99_ms"],
+        "  (%.1f MB)" % sizes[name] if name in sizes else ""))
+
+
+def print_row(name, width, row, labels, reference):
+  """Prints one row, (probabilities, warm-up s, run s), against `reference` (another row's
+  return value; None: itself), then each document whose label it changed; returns (name,
+  probabilities, accuracy, F1)."""
+  import numpy as np
+  probabilities, warm_up, seconds = row
+  this = (name, probabilities) + scores(probabilities, labels)
+  reference_name, reference_probabilities, reference_accuracy, reference_f1 = reference or this
+  delta = np.abs(probabilities[:, 1] - reference_probabilities[:, 1])
+  changed = np.flatnonzero(probabilities.argmax(-1) != reference_probabilities.argmax(-1))
+  print("%-*s %8.4f %7.4f %+9.2f %+8.2f %8.2f %9.2e %9.2e %9.1f %8.1f" % (
+      width, name, this[2], this[3], 100 * (this[2] - reference_accuracy),
+      100 * (this[3] - reference_f1), 100 * (1 - len(changed) / len(labels)), delta.max(),
+      delta.mean(), warm_up, seconds), flush=True)
+  for index in changed:  # how close to the boundary the reference was where the label changed
+    print("  %s changes document %d (label %d): P(1) %.4f in %s, %.4f here" %
+          (name, index + 1, labels[index], reference_probabilities[index, 1], reference_name,
+           probabilities[index, 1]))
+  return this
 
 if __name__ == "__main__":
   cli.run(main)
