@@ -1,8 +1,9 @@
-"""Shared test helpers: fixture paths and the tiny Google-layout reference model."""
+"""Shared test helpers: fixture paths, the tiny Google-layout reference model, float32 bounds."""
 
 import pathlib
 
 import bert_tf  # noqa: F401  (sets TensorFlow environment defaults before TF loads)
+import numpy as np
 import pytest
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -19,6 +20,26 @@ VOCAB_UNCASED = str(FIXTURES / "vocab_uncased.txt")
 PRECISION_TOLERANCE = {
     "bfloat16": {"logits": 0.01, "sequence_output": 0.15, "mean_sequence": 0.02},
     "int8": {"logits": 0.02, "sequence_output": 0.3, "mean_sequence": 0.04}}
+
+# float32 resolves 2**-23 of a value: FLOAT32_EPS * |x| is 1-2 ulps of x (1.3e-6 at a loss of
+# 11, where 1e-6 is one ulp). Two float32 computations of the same numbers that sum in other
+# orders (oneDNN and Eigen pick other kernels on AVX2, AVX-512 and AMX, and for other shapes)
+# land an ulp or a few apart, so a bound between them scales with the magnitude.
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+# extract_features writes round(x, 6): a written value is up to this far from its float32.
+JSONL_ROUNDING = 5e-7
+
+
+def float32_approx(expected, ulps=4):
+  """pytest.approx within `ulps` float32 epsilons of |expected| (a float32 loss, a sum)."""
+  return pytest.approx(expected, rel=ulps * FLOAT32_EPS, abs=0)
+
+
+def assert_float32_close(actual, expected, ulps=4, atol=0.0, err_msg=""):
+  """assert_allclose within `atol` plus `ulps` float32 epsilons of the largest |expected|:
+  rounding in sums and matmuls scales with the magnitudes summed, not with each output."""
+  atol = atol + ulps * FLOAT32_EPS * float(np.max(np.abs(expected)))
+  np.testing.assert_allclose(actual, expected, rtol=0, atol=atol, err_msg=err_msg)
 
 
 @pytest.fixture

@@ -84,6 +84,9 @@ def test_accumulated_micro_batches_update_like_one_big_batch():
   for _ in range(3):
     a, b = big_step.step(big), small_step.step(small)
     assert float(a["loss"]) == pytest.approx(float(b["loss"]), abs=1e-5)
+  # Gradients summed in another order differ by float32 rounding, which Adam scales up where a
+  # gradient is near its epsilon: the attention key biases (zero gradient but for rounding)
+  # move ~1e-6 on rounding alone. Weighting one micro-batch 1.0001 moves weights by 6e-5.
   for name in big_names:
     np.testing.assert_allclose(small_names[name].numpy(), big_names[name].numpy(), rtol=0,
-                               atol=2e-6, err_msg=name)
+                               atol=1e-5, err_msg=name)

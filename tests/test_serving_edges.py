@@ -177,4 +177,6 @@ def test_ner_export_reads_past_a_nul_byte(ner_export):
   with_nul, without = _entities(out, 0), _entities(out, 1)
   assert with_nul == [(b"New\x00York is big", 0, 15, b"LOC")]
   assert without == [(b"NewYork is big", 0, 14, b"LOC")]
-  assert float(out["entity_scores"][0][0]) == float(out["entity_scores"][1][0])
+  # Two rows of one batch: a kernel's main and tail blocks may round the last bit apart.
+  assert float(out["entity_scores"][0][0]) == pytest.approx(float(out["entity_scores"][1][0]),
+                                                            abs=1e-6)
