@@ -60,7 +60,7 @@ def read_export(export_dir):
   return metadata
 
 
-def _outputs(task, fn):
+def _outputs(task):
   """The LiteRT model's outputs from the ids signature's."""
   if task == "classification":
     return lambda out: {"probabilities": tf.nn.softmax(out["logits"], axis=-1)}
@@ -75,7 +75,7 @@ def _ids_only_savedmodel(loaded, metadata, folder, seq_length):
   specs = [tf.TensorSpec(shape, tf.int32, name=name) for name in export.IDS_INPUTS]
   module = tf.Module()
   module.variables_read = list(fn.variables)
-  to_outputs = _outputs(metadata.get("task"), fn)
+  to_outputs = _outputs(metadata.get("task"))
 
   @tf.function(input_signature=specs)
   def serve_ids(input_word_ids, input_mask, input_type_ids):
@@ -147,7 +147,7 @@ def convert(export_dir, output_file, quantize="none", seq_length=None):
   inputs = {name: list(details[name]["shape_signature"]) for name in export.IDS_INPUTS}
   probe = _probe(metadata, inputs["input_word_ids"])
   got = runner_(**probe)
-  want = _outputs(metadata.get("task"), None)(
+  want = _outputs(metadata.get("task"))(
       {k: v for k, v in loaded.signatures[export.IDS_SIGNATURE](
           **{k: tf.constant(v) for k, v in probe.items()}).items()})
   difference = max(float(np.max(np.abs(np.asarray(got[k]) - np.asarray(v))))
