@@ -164,7 +164,8 @@ class BertConfig:
     Errors name the file and what to fix.
     """
     if not json_file:
-      raise UserInputError("No BERT config file given: pass --bert_config_file=PATH/bert_config.json.")
+      raise UserInputError(
+          "No BERT config file given: pass --bert_config_file=PATH/bert_config.json.")
     text = user_files.read_text(json_file, "BERT config file", "(check --bert_config_file)")
     try:
       data = json.loads(text)

@@ -1,4 +1,4 @@
-"""The task-neutral SavedModel core: tokenizer, weights and signatures saved atomically in one folder.
+"""The task-neutral SavedModel core: tokenizer, weights, signatures in one folder, saved atomically.
 
 `save_serving_module` saves a tf.Module that owns a `BertTextTokenizer`
 (vocabulary and character tables are graph constants, so no path to vocab.txt

@@ -5,7 +5,8 @@ and declares its `checkpoint_kind`, whose row in bert_tf/names.py gives their
 Google and Hugging Face names:
 
   kind        head                 Google names
-  mlm         MaskedLMHead         cls/predictions/{transform/dense, transform/LayerNorm, output_bias}
+  mlm         MaskedLMHead         cls/predictions/{transform/dense, transform/LayerNorm,
+                                                    output_bias}
   nsp         NextSentenceHead     cls/seq_relationship/{output_weights, output_bias}
   classifier  ClassificationHead   output_weights, output_bias              (run_classifier.py)
   squad       SpanHead             cls/squad/{output_weights, output_bias}  (run_squad.py)

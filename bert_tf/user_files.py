@@ -1,7 +1,7 @@
 """Reading the user's text files (vocab, config, TSV/CSV/JSON data) with one-line errors.
 
-Every reader of a file named by a flag goes through `read_text` (or `read_bytes`), so a missing file, a
-folder where a file belongs, an unreadable file or bytes that are not UTF-8 give the same
+Every reader of a file named by a flag goes through `read_text` (or `read_bytes`), so a missing
+file, a folder where a file belongs, an unreadable file or bytes that are not UTF-8 give the same
 kind of message: the file, what it is for, and the fix. A UTF-8 byte order mark at the
 start (Windows editors write one) is dropped: it is never content, and left in place it
 would become part of the first column name, token or JSON value.

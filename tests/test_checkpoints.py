@@ -61,7 +61,8 @@ def test_optimizer_slots_and_global_step_are_ignored(tmp_path):
   fresh = BertModel(tiny_config())
   report = checkpoints.load_checkpoint(prefix, fresh)
   assert len(report.loaded) == len(checkpoints.encoder_variable_map(fresh))
-  np.testing.assert_array_equal(fresh.embeddings.word_embeddings, encoder.embeddings.word_embeddings)
+  np.testing.assert_array_equal(fresh.embeddings.word_embeddings,
+                                encoder.embeddings.word_embeddings)
 
 
 def test_absent_head_keeps_its_initialization_and_unused_heads_are_reported():
@@ -85,7 +86,8 @@ def test_mismatches_are_listed_together_in_one_error():
   assert "missing from the checkpoint (16)" in message
   assert "bert/encoder/layer_2/attention/self/query/kernel" in message
   assert "shape mismatch (6)" in message  # intermediate kernel+bias, output kernel x 2 layers
-  assert "bert/encoder/layer_0/intermediate/dense/kernel: checkpoint [32, 64], model [32, 48]" in message
+  assert ("bert/encoder/layer_0/intermediate/dense/kernel: checkpoint [32, 64], model [32, 48]"
+          in message)
   assert "--bert_config_file" in message
 
 
@@ -112,7 +114,8 @@ def test_partial_head_is_an_error(tmp_path):
 def test_head_label_count_mismatch_is_an_error():
   head = heads.ClassificationHead(tiny_config(), num_labels=2, name="classifier")
   head.build()
-  with pytest.raises(UserInputError, match=r"output_weights: checkpoint \[3, 32\], model \[2, 32\]"):
+  with pytest.raises(UserInputError,
+                     match=r"output_weights: checkpoint \[3, 32\], model \[2, 32\]"):
     checkpoints.load_checkpoint(FIXTURES / "checkpoint" / "classifier_head_3labels" / "head.ckpt",
                                 heads=[head])
 

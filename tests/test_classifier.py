@@ -45,7 +45,8 @@ def _write(folder, name, rows):
 
 
 def test_cola_has_no_header_in_train_but_one_in_test(tmp_path):
-  _write(tmp_path, "train.tsv", [["src", "1", "", "Row zero is data ."], ["src", "0", "*", "Bad ."]])
+  _write(tmp_path, "train.tsv",
+         [["src", "1", "", "Row zero is data ."], ["src", "0", "*", "Bad ."]])
   _write(tmp_path, "test.tsv", [["index", "sentence"], ["0", "A test ."]])
   processor = glue.ColaProcessor()
   train = processor.get_train_examples(str(tmp_path))

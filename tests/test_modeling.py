@@ -99,7 +99,8 @@ def test_span_head_matches_run_squad_create_model_and_loss():
   head.build()
   checkpoints.load_checkpoint(TINY_CKPT, encoder)
   checkpoints.load_checkpoint(FIXTURES / "checkpoint" / "squad_head" / "head.ckpt", heads=[head])
-  seq = encoder({"input_word_ids": ref["predict.in.input_ids"], "input_mask": ref["predict.in.input_mask"],
+  seq = encoder({"input_word_ids": ref["predict.in.input_ids"],
+                 "input_mask": ref["predict.in.input_mask"],
                  "input_type_ids": ref["predict.in.segment_ids"]})["sequence_output"]
   start, end = head(seq)
   _close(start, ref["predict.start_logits"], HIDDEN_ATOL)
@@ -112,7 +113,8 @@ def test_span_head_matches_run_squad_create_model_and_loss():
   model.span.set_weights(head.get_weights())
   features = {"input_word_ids": ref[k + "input_ids"], "input_mask": ref[k + "input_mask"],
               "input_type_ids": ref[k + "segment_ids"],
-              "start_positions": ref[k + "start_position"], "end_positions": ref[k + "end_position"]}
+              "start_positions": ref[k + "start_position"],
+              "end_positions": ref[k + "end_position"]}
   task = squad.SquadTask(config)
   loss = (task.loss_numerators(model, features, training=False)["span"] /
           task.loss_denominators(features)["span"])
@@ -141,7 +143,8 @@ def test_eval_losses_of_run_pretraining_model_fn(pretraining_model):
   meta = json.loads((FORWARD / "pretrain_heads_forward.json").read_text())["eval_model_fn_set_A"]
   encoder, mlm, nsp = pretraining_model
   out = encoder(_inputs("A"))
-  mlm_loss, _ = heads.masked_lm_loss(mlm(out["sequence_output"], PRETRAIN["A.in.masked_lm_positions"]),
+  mlm_loss, _ = heads.masked_lm_loss(mlm(out["sequence_output"],
+                                         PRETRAIN["A.in.masked_lm_positions"]),
                                      PRETRAIN["A.in.masked_lm_ids"],
                                      PRETRAIN["A.in.masked_lm_weights"])
   nsp_loss, _ = heads.mean_cross_entropy(nsp(out["pooled_output"]),

@@ -1,4 +1,5 @@
-"""Exact resume with dropout on: SIGTERM/SIGINT mid-run (preemption) and SIGKILL, then the same command."""
+"""Exact resume with dropout on: SIGTERM/SIGINT mid-run (preemption) and SIGKILL, then the same
+command."""
 
 import os
 import re

@@ -200,7 +200,8 @@ def test_predictions_from_a_google_checkpoint_match_the_originals_logits(tokeniz
   results = []
   for f in features:
     i = row[(examples[f.example_index].qas_id, f.doc_span_index)]
-    results.append(squad.RawResult(f.unique_id, [float(x) for x in forward["predict.start_logits"][i]],
+    results.append(squad.RawResult(f.unique_id,
+                                   [float(x) for x in forward["predict.start_logits"][i]],
                                    [float(x) for x in forward["predict.end_logits"][i]]))
   want, want_nbest, _ = squad.compute_predictions(examples, features, results, 5, 10, True)
   assert ours == want

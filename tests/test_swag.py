@@ -47,7 +47,8 @@ def test_features_hand_worked(tmp_path):
 
 @pytest.mark.parametrize("row, message", [
     (["v", "1", "s", "s1", "s2", "gold", "a", "", "c", "d", "0"], r"x.csv line 2: an ending is"),
-    (["v", "1", "s", "s1", "s2", "gold", "a", "b", "c", "d", "4"], r"x.csv line 2: label '4' is not"),
+    (["v", "1", "s", "s1", "s2", "gold", "a", "b", "c", "d", "4"],
+     r"x.csv line 2: label '4' is not"),
 ])
 def test_bad_rows_name_the_line(tmp_path, row, message):
   _write(tmp_path / "x.csv", [row])
@@ -86,10 +87,12 @@ def test_training_lowers_the_loss_and_stores_the_head_under_its_documented_name(
   before = _run(*common, "--do_eval", "--output_dir=%s" % (tmp_path / "before"))
   assert before.returncode == 0, before.stderr
   after = _run(*common, "--do_train", "--do_eval", "--do_predict", "--train_batch_size=8",
-               "--num_train_epochs=6", "--learning_rate=2e-3", "--output_dir=%s" % (tmp_path / "after"))
+               "--num_train_epochs=6", "--learning_rate=2e-3",
+               "--output_dir=%s" % (tmp_path / "after"))
   assert after.returncode == 0, after.stderr
   read = lambda p: dict(l.split(" = ") for l in open(p).read().splitlines())
-  r0, r1 = read(tmp_path / "before" / "eval_results.txt"), read(tmp_path / "after" / "eval_results.txt")
+  r0 = read(tmp_path / "before" / "eval_results.txt")
+  r1 = read(tmp_path / "after" / "eval_results.txt")
   assert sorted(r1) == ["eval_accuracy", "eval_loss", "global_step", "loss"]
   assert float(r1["eval_loss"]) < float(r0["eval_loss"])
   lines = (tmp_path / "after" / "test_results.tsv").read_text().splitlines()

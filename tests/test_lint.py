@@ -1,0 +1,60 @@
+"""The style and bug rules a machine checks: ruff with pyproject.toml's [tool.ruff] rules over
+the checkout, so a long line or an unused import fails the quick loop rather than a review."""
+
+import glob
+import os
+import subprocess
+import sys
+
+from helpers import ROOT
+
+CONFIG = os.path.join(ROOT, "pyproject.toml")
+# What the rules cover: the package, the tests, the benchmarks, the scripts and the data tools.
+FOLDERS = ("bert_tf", "tests", "benchmarks")
+FILE_PATTERNS = ("*.py", os.path.join("data", "*.py"))
+
+
+def _ruff(*paths, cwd=ROOT):
+  """`ruff check` of `paths` with the project's rules: (exit code, one line per violation)."""
+  result = subprocess.run(
+      [sys.executable, "-m", "ruff", "check", "--config", CONFIG, "--no-cache",
+       "--output-format", "concise", *paths],
+      cwd=cwd, capture_output=True, text=True, timeout=120)
+  assert result.returncode in (0, 1), f"ruff did not run:\n{result.stdout}{result.stderr}"
+  lines = [line for line in result.stdout.splitlines() if line.count(":") >= 3]
+  return result.returncode, lines
+
+
+def test_checkout_meets_the_lint_rules():
+  paths = [f for f in FOLDERS if os.path.isdir(os.path.join(ROOT, f))]
+  for pattern in FILE_PATTERNS:
+    paths += sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
+  code, violations = _ruff(*paths)
+  assert code == 0 and not violations, (
+      f"{len(violations)} lint violations (ruff check; see [tool.ruff] in pyproject.toml):\n"
+      + "\n".join(violations))
+
+
+def test_rules_catch_long_lines_unused_names_and_undefined_names(tmp_path):
+  """The config selects the rules it claims: a file with one violation of each is reported."""
+  bad = tmp_path / "bad.py"
+  bad.write_text(
+      "import os\n"                                          # F401: unused import
+      "\n"
+      "\n"
+      "def f():\n"
+      "  unused = 1\n"                                       # F841: unused variable
+      "  return undefined_name\n"                            # F821: undefined name
+      "\n"
+      "\n"
+      f"X = '{'x' * 95}'\n"                                  # E501: 101 columns
+      "\n"
+      "\n"
+      "def g(items=[]):\n"                                   # B006: mutable default
+      "  return items\n", encoding="utf-8")
+  code, violations = _ruff(str(bad), cwd=tmp_path)
+  assert code == 1
+  assert sorted(line.split()[1] for line in violations) == [
+      "B006", "E501", "F401", "F821", "F841"], violations
+  # 2-space indentation is the style, so it is not a violation (the file above uses it).
+  assert not any(line.split()[1].startswith(("E1", "W1")) for line in violations)
