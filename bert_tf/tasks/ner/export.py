@@ -12,7 +12,7 @@ at I-X after a word that is not of type X.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import checks, export
+from bert_tf import checks, export, text_windows
 from bert_tf.errors import UserInputError
 
 
@@ -107,13 +107,10 @@ def export_ner(export_dir, model, vocab_file, do_lower_case, max_seq_length, lab
     # Each word's first piece, as a position in its string's pieces.
     word_first = tf.cast(tf.cumsum(counts.flat_values, exclusive=True)
                          - tf.gather(pieces.row_splits, word_row), tf.int32)
-    # Windows: per string, starts 0, stride, ... until one reaches the end.
-    lengths = tf.cast(pieces.row_lengths(), tf.int32)
-    num_windows = tf.maximum(1, (tf.maximum(lengths - window, 0) + stride - 1) // stride + 1)
-    window_row = tf.repeat(tf.range(tf.shape(lengths)[0]), num_windows)
-    window_start = (tf.ragged.range(num_windows).flat_values) * stride
-    window_length = tf.minimum(window, tf.gather(lengths, window_row) - window_start)
-    window_length = tf.maximum(window_length, 0)
+    # Windows: per string, starts 0, stride, ... until one reaches the end; an empty string
+    # gets one empty window.
+    windows = text_windows.doc_windows(pieces.row_lengths(), window, stride, at_least_one=True)
+    window_row, window_start, window_length = (tf.cast(t, tf.int32) for t in windows)
     starts = tf.gather(pieces.row_splits, window_row) + tf.cast(window_start, tf.int64)
     flat_ids = pieces.flat_values
     index = tf.ragged.range(starts, starts + tf.cast(window_length, tf.int64))
@@ -128,29 +125,11 @@ def export_ner(export_dir, model, vocab_file, do_lower_case, max_seq_length, lab
                         "input_type_ids": tf.zeros_like(input_word_ids)})
     probabilities = tf.nn.softmax(logits, axis=-1)  # [windows, seq, labels]
 
-    # For each word: the window that gives its first piece the most context, as
-    # packing.check_is_max_context (score = min(left, right) + 0.01 * length, first best).
+    # For each word: the window that gives its first piece the most context, as in training
+    # (-1 for a word without pieces at a string's end: any window will do, it becomes O).
     has_piece = counts.flat_values > 0
-    windows_of_word = tf.gather(tf.RaggedTensor.from_value_rowids(
-        tf.range(count), window_row, nrows=tf.shape(lengths)[0]), word_row)  # [words, (w)]
-    candidate = windows_of_word.flat_values
-    candidate_word = tf.cast(windows_of_word.value_rowids(), tf.int32)
-    position = tf.gather(word_first, candidate_word)
-    c_start = tf.gather(window_start, candidate)
-    c_length = tf.gather(window_length, candidate)
-    inside = (position >= c_start) & (position < c_start + c_length)
-    left = position - c_start
-    right = c_start + c_length - 1 - position
-    score = tf.cast(tf.minimum(left, right), tf.float32) + 0.01 * tf.cast(c_length, tf.float32)
-    score = tf.where(inside, score, -1e9)
-    scores = tf.RaggedTensor.from_value_rowids(score, candidate_word,
-                                               nrows=tf.shape(word_first)[0])
-    padded_scores = scores.to_tensor(-2e9)
-    # A column that never wins keeps the axis non-empty in an empty batch.
-    padded_scores = tf.concat([padded_scores, tf.fill([tf.shape(padded_scores)[0], 1], -3e9)],
-                              axis=1)
-    best = tf.cast(tf.argmax(padded_scores, axis=1), tf.int32)  # the first best
-    best_window = tf.gather(windows_of_word, best, batch_dims=1)
+    best_window = tf.cast(tf.maximum(
+        text_windows.max_context_window(windows, word_row, word_first), 0), tf.int32)
     best_position = word_first - tf.gather(window_start, best_window) + 1  # after [CLS]
     # A word without pieces points past its string's pieces: any row will do (it becomes O).
     best_position = tf.clip_by_value(best_position, 0, tf.shape(probabilities)[1] - 1)

@@ -9,7 +9,7 @@ tests/test_export_squad.py checks each against the Python functions.
 
 import tensorflow as tf
 
-from bert_tf import checks, export
+from bert_tf import checks, export, text_windows
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.squad.data import WHITESPACE_CODE_POINTS
 
@@ -89,22 +89,10 @@ def squad_windows(tokenizer, question, context, max_seq_length, doc_stride,
                                           nrows=num_rows, validate=False)
   query = tokenizer.tokenize(question).with_row_splits_dtype(tf.int64)[:, :max_query_length]
 
-  # Windows: the original's doc_spans. Every window but the last has length
-  # max_tokens_for_doc, so starts advance by min(doc_stride, max_tokens_for_doc).
+  # Windows: the original's doc_spans, max_seq_length - 3 - query pieces long.
   query_len = query.row_lengths()
-  doc_len = doc.row_lengths()
-  max_doc = seq - 3 - query_len
-  stride = tf.minimum(tf.cast(doc_stride, tf.int64), max_doc)
-  num_windows = tf.where(doc_len == 0, tf.zeros_like(doc_len),
-                         1 + tf.maximum(doc_len - max_doc + stride - 1, 0) // stride)
-  window_row = tf.repeat(tf.range(num_rows), num_windows)
-  total = tf.size(window_row, out_type=tf.int64)
-  window_index = tf.range(total) - tf.gather(tf.cumsum(num_windows, exclusive=True),
-                                             window_row)
-  w_stride = tf.gather(stride, window_row)
-  w_max = tf.gather(max_doc, window_row)
-  w_start = window_index * w_stride
-  w_len = tf.minimum(tf.gather(doc_len, window_row) - w_start, w_max)
+  windows = text_windows.doc_windows(doc.row_lengths(), seq - 3 - query_len, doc_stride)
+  window_row, w_start, w_len = windows
 
   column = tf.range(seq, dtype=tf.int64)[None, :]
   w_query = tf.gather(query_len, window_row)[:, None]
@@ -124,29 +112,10 @@ def squad_windows(tokenizer, question, context, max_seq_length, doc_stride,
   token_word = tf.where(in_context, _safe_gather(piece_word, doc_flat, -1),
                         tf.constant(-1, tf.int64))
 
-  # _check_is_max_context: windows start on multiples of the stride, so two
-  # windows holding the same piece are at most (max_doc - 1) // stride apart; each
-  # window compares with its neighbours within that distance, and the first
-  # window with the best score owns the piece.
-  reach = tf.reduce_max(tf.concat([[0], (w_max - 1) // w_stride], axis=0))
-  shift = tf.range(-reach, reach + 1)
-  other = tf.range(total)[:, None] + shift[None, :]  # [windows, shifts]
-  safe_other = tf.clip_by_value(other, 0, tf.maximum(total - 1, 0))
-  valid = tf.logical_and(tf.logical_and(other >= 0, other < total),
-                         tf.gather(window_row, safe_other) == window_row[:, None])
-  o_start = tf.gather(w_start, safe_other)[:, :, None]
-  o_len = tf.gather(w_len, safe_other)[:, :, None]
-  o_last = o_start + o_len - 1
-  position = doc_pos[:, None, :]
-  holds = tf.logical_and(valid[:, :, None],
-                         tf.logical_and(position >= o_start, position <= o_last))
-  # Same float64 arithmetic as the original, so equal scores tie exactly.
-  score = (tf.cast(tf.minimum(position - o_start, o_last - position), tf.float64) +
-           0.01 * tf.cast(o_len, tf.float64))
-  own = score[:, reach, :][:, None, :]
-  beats = tf.where((shift < 0)[None, :, None], score >= own, score > own)
+  # _check_is_max_context: the window that owns each piece.
+  owner = text_windows.max_context_window(windows, window_row[:, None], doc_pos)
   is_max_context = tf.logical_and(
-      in_context, tf.logical_not(tf.reduce_any(tf.logical_and(holds, beats), axis=1)))
+      in_context, owner == tf.range(tf.size(window_row, out_type=tf.int64))[:, None])
 
   mask = tf.cast(column <= w_end, tf.int32)
   return {
