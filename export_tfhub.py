@@ -12,7 +12,8 @@ interface is described in bert_tf/tfhub_export.py.
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
-from bert_tf import checks, cli, precision, runner, tfhub_export
+from bert_tf import checks, cli, precision, tfhub_export
+from bert_tf.config import BertConfig
 
 FLAGS = flags.FLAGS
 
@@ -39,7 +40,10 @@ def main(_):
   cli.require_flags(FLAGS, "bert_config_file", "vocab_file", "init_checkpoint",
                     "encoder_export_dir", "preprocessor_export_dir")
   checks.check_case(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-  runner.check_init_checkpoint(FLAGS.init_checkpoint)
+  checks.check_init_checkpoint(FLAGS.init_checkpoint)
+  checks.check_causal_attention(FLAGS.init_checkpoint,
+                                BertConfig.from_json_file(FLAGS.bert_config_file),
+                                FLAGS.bert_config_file)
   encoder_dir, preprocessor_dir = tfhub_export.export_from_checkpoint(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint, FLAGS.do_lower_case,
       FLAGS.encoder_export_dir, FLAGS.preprocessor_export_dir, seq_length=FLAGS.seq_length,

@@ -100,7 +100,8 @@ def main(_):
   checks.check_seq_length(FLAGS.max_seq_length, config, _MIN_SEQ_LENGTH)
   tokenizer = checks.checked_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.strip_accents,
                                        config)
-  runner.check_init_checkpoint(FLAGS.init_checkpoint)
+  checks.check_init_checkpoint(FLAGS.init_checkpoint)
+  checks.check_causal_attention(FLAGS.init_checkpoint, config, FLAGS.bert_config_file)
   examples = feature_extraction.read_examples(FLAGS.input_file)
   encoder = BertModel(config, use_one_hot_embeddings=FLAGS.use_one_hot_embeddings,
                       dtype=precision.keras_policy(FLAGS.inference_precision))

@@ -14,6 +14,8 @@ Tasks: cola, mnli, mnli-mm, mrpc, xnli, sst-2, qqp, qnli, rte, wnli, sts-b.
 Re-running the same command resumes training from --output_dir.
 """
 
+import sys
+
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 import numpy as np
@@ -47,25 +49,26 @@ class ClassifierHooks(runner.TaskHooks):
 
   eval_with_predictions = True  # the GLUE metrics need each example's prediction
 
-  def __init__(self):
-    self.task_name = FLAGS.task_name.lower()
-    self.processor = glue.get_processor(FLAGS.task_name)
+  def __init__(self, task_flags):
+    self.flags = task_flags
+    self.task_name = self.flags.task_name.lower()
+    self.processor = glue.get_processor(self.flags.task_name)
     if isinstance(self.processor, glue.XnliProcessor):
-      self.processor = glue.XnliProcessor(FLAGS.xnli_language)
+      self.processor = glue.XnliProcessor(self.flags.xnli_language)
     self.label_list = self.processor.get_labels()
     self.regression = self.label_list is None
 
   def read_examples(self, run, split):
     if split == "train":
-      examples = self.processor.get_train_examples(FLAGS.data_dir)
+      examples = self.processor.get_train_examples(self.flags.data_dir)
       if not examples:
-        raise UserInputError("No training examples in %s." % FLAGS.data_dir)
+        raise UserInputError("No training examples in %s." % self.flags.data_dir)
     elif split == "eval":
-      examples = self.processor.get_dev_examples(FLAGS.data_dir)
+      examples = self.processor.get_dev_examples(self.flags.data_dir)
       if not examples:
-        raise UserInputError("No dev examples in %s." % FLAGS.data_dir)
+        raise UserInputError("No dev examples in %s." % self.flags.data_dir)
     else:
-      examples = self.processor.get_test_examples(FLAGS.data_dir)
+      examples = self.processor.get_test_examples(self.flags.data_dir)
     return examples
 
   def record_files(self, run, split, examples):
@@ -108,7 +111,7 @@ class ClassifierHooks(runner.TaskHooks):
     values = outputs["predictions"][:, None] if self.regression else outputs["probabilities"]
     values = values[:len(examples)]
     runner.write_test_results(run.output_path("test_results.tsv"), values)
-    if FLAGS.write_glue_submission:
+    if self.flags.write_glue_submission:
       self.write_glue_submission(run, values)
 
   def write_glue_submission(self, run, values):
@@ -133,7 +136,8 @@ class ClassifierHooks(runner.TaskHooks):
 def main(_):
   cli.require_flags(FLAGS, "data_dir", "task_name", "vocab_file", "bert_config_file",
                     "output_dir")
-  runner.run_task(runner.RunOptions.from_flags(FLAGS), ClassifierHooks())
+  runner.run_task(runner.RunOptions.from_flags(FLAGS),
+                  ClassifierHooks(runner_flags.task_flags(sys.modules[__name__])))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ runner given that config keeps the left-to-right mask, as the paper's LTR model 
 
 import os
 
+import sys
+
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 import tensorflow as tf
@@ -55,20 +57,21 @@ class PretrainingHooks(runner.TaskHooks):
   uses_tokenizer = False
   eval_repeats = True  # max_eval_steps whole batches of the repeated input, as the original
 
-  def __init__(self):
-    self.max_eval_steps = FLAGS.max_eval_steps
+  def __init__(self, task_flags):
+    self.flags = task_flags
+    self.max_eval_steps = self.flags.max_eval_steps
     self.input_files = None
 
   def check(self, options):
     for name in ("num_train_steps", "max_eval_steps", "max_predictions_per_seq"):
-      checks.check_positive(name, FLAGS[name].value)
-    if FLAGS.num_warmup_steps < 0:
+      checks.check_positive(name, getattr(self.flags, name))
+    if self.flags.num_warmup_steps < 0:
       raise UserInputError("--num_warmup_steps must not be negative.")
 
   def read_examples(self, run, split):
     """The --input_file records (checked once: both splits read them)."""
     if self.input_files is None:
-      self.input_files = input_pipeline.expand_files(FLAGS.input_file)
+      self.input_files = input_pipeline.expand_files(self.flags.input_file)
       input_pipeline.check_record_files(self.input_files, self.feature_spec(run, split))
       logging.info("Input files: %s", ", ".join(self.input_files))
     return self.input_files
@@ -76,36 +79,36 @@ class PretrainingHooks(runner.TaskHooks):
   def record_files(self, run, split, examples):
     return examples  # the input files themselves
 
-  def describe(self, split, examples):
+  def describe(self, run, split, examples):
     return "%d input file(s)" % len(examples)
 
   def feature_spec(self, run, split):
     return input_pipeline.pretraining_features(run.options.max_seq_length,
-                                               FLAGS.max_predictions_per_seq)
+                                               self.flags.max_predictions_per_seq)
 
   def model_config(self, options, config):
     """A left-to-right objective trains (and its checkpoints fine-tune) a causal encoder."""
-    if FLAGS.pretraining_objective == "ltr" and not config.causal_attention:
+    if self.flags.pretraining_objective == "ltr" and not config.causal_attention:
       causal = BertConfig.from_dict(dict(config.to_dict(), causal_attention=True))
       causal.source_file, config = config.source_file, causal
       logging.info("--pretraining_objective=ltr: the encoder is causal (causal_attention).")
     return config
 
   def make_task(self, run):
-    return PretrainingTask(run.config, objective=FLAGS.pretraining_objective,
+    return PretrainingTask(run.config, objective=self.flags.pretraining_objective,
                            **run.options.task_options())
 
   def settings(self, run):
-    return {"pretraining_objective": FLAGS.pretraining_objective,
-            "max_predictions_per_seq": FLAGS.max_predictions_per_seq,
-            "num_train_steps": FLAGS.num_train_steps}
+    return {"pretraining_objective": self.flags.pretraining_objective,
+            "max_predictions_per_seq": self.flags.max_predictions_per_seq,
+            "num_train_steps": self.flags.num_train_steps}
 
   def data_identity(self, run, examples):
     """The record files by name and size (a corpus is too large to digest on every start)."""
     return [[os.path.basename(path), tf.io.gfile.stat(path).length] for path in examples]
 
   def train_steps(self, run, examples):
-    return FLAGS.num_train_steps, FLAGS.num_warmup_steps
+    return self.flags.num_train_steps, self.flags.num_warmup_steps
 
   def on_start(self, run):
     """The model's config beside its checkpoints (the fine-tuning runners read it)."""
@@ -115,7 +118,8 @@ class PretrainingHooks(runner.TaskHooks):
 
 def main(_):
   cli.require_flags(FLAGS, "bert_config_file", "input_file", "output_dir")
-  runner.run_task(runner.RunOptions.from_flags(FLAGS, finetuning_flags=False), PretrainingHooks())
+  runner.run_task(runner.RunOptions.from_flags(FLAGS),
+                  PretrainingHooks(runner_flags.task_flags(sys.modules[__name__])))
 
 
 if __name__ == "__main__":

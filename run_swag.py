@@ -15,6 +15,8 @@ Google-layout checkpoints as cls/swag/output_weights [1, hidden_size].
 
 import os
 
+import sys
+
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags
 
@@ -38,9 +40,12 @@ class SwagHooks(runner.TaskHooks):
   data_files = {"train": ("train.csv", True), "eval": ("val.csv", True),
                 "predict": ("test.csv", False)}
 
+  def __init__(self, task_flags):
+    self.flags = task_flags
+
   def read_examples(self, run, split):
     name, has_labels = self.data_files[split]
-    return swag.read_swag_examples(os.path.join(FLAGS.data_dir, name), has_labels)
+    return swag.read_swag_examples(os.path.join(self.flags.data_dir, name), has_labels)
 
   def encode(self, run, split, examples):
     for example in examples:
@@ -65,7 +70,8 @@ class SwagHooks(runner.TaskHooks):
 
 def main(_):
   cli.require_flags(FLAGS, "data_dir", "vocab_file", "bert_config_file", "output_dir")
-  runner.run_task(runner.RunOptions.from_flags(FLAGS), SwagHooks())
+  runner.run_task(runner.RunOptions.from_flags(FLAGS),
+                  SwagHooks(runner_flags.task_flags(sys.modules[__name__])))
 
 
 if __name__ == "__main__":

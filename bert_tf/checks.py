@@ -141,3 +141,10 @@ def _causal_in(config_file):
   except (tf.errors.OpError, ValueError, TypeError, AttributeError):
     return None
   return causal if isinstance(causal, bool) else None
+
+
+def check_init_checkpoint(path):
+  """A missing or unreadable --init_checkpoint stops here, not after the feature files are
+  written. The one place this is checked (runners, extract_features, export_tfhub)."""
+  from bert_tf import checkpoints
+  checkpoints.check_source(path)

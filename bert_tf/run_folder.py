@@ -1,5 +1,6 @@
-"""What a runner's --output_dir records about its run, read back by whoever takes a checkpoint
-from it (a conversion, a later fine-tuning run, an export).
+"""A runner's --output_dir: made and proven writable before any work, and what it records
+about its run, read back by whoever takes a checkpoint from it (a conversion, a later
+fine-tuning run, an export).
 
 A training run keeps its settings (config, casing, labels, vocab digest) in
 `training_state/settings.json` (checkpoint_keeper writes it) and copies `bert_config.json` and
@@ -9,6 +10,7 @@ A training run keeps its settings (config, casing, labels, vocab digest) in
 import hashlib
 import json
 import os
+import uuid
 
 from absl import logging
 import tensorflow as tf
@@ -24,10 +26,15 @@ VOCAB_NAME = "vocab.txt"
 def file_digest(path):
   """sha1 of a file's bytes (a vocab, a data file): its identity wherever it is copied."""
   digest = hashlib.sha1()
+  update_digest(digest, path)
+  return digest.hexdigest()
+
+
+def update_digest(digest, path):
+  """Feeds a file's bytes to `digest` (a hashlib object), a block at a time."""
   with tf.io.gfile.GFile(path, "rb") as f:
     for block in iter(lambda: f.read(1 << 20), b""):
       digest.update(block)
-  return digest.hexdigest()
 
 
 def settings_path(output_dir, worker=""):
@@ -81,3 +88,20 @@ def keep_model_files(output_dir, config_file, vocab_file):
       tf.io.gfile.rename(target + ".tmp", target, overwrite=True)
     except tf.errors.OpError as e:
       raise UserInputError("Cannot copy %s to %s: %s." % (source, target, io_reason(e))) from None
+
+
+def make_output_dir(path, flag="--output_dir"):
+  """Creates the output folder and proves it writable, so a read-only disk or a file in the
+  way stops before any work rather than at the first checkpoint."""
+  if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+    raise UserInputError("%s=%s is a file; pass a folder." % (flag, path))
+  # One probe name per process: workers of a multi-worker run share the folder.
+  probe = os.path.join(path, ".bert_tf_write_test.%d.%s" % (os.getpid(), uuid.uuid4().hex[:8]))
+  try:
+    tf.io.gfile.makedirs(path)
+    with tf.io.gfile.GFile(probe, "w") as f:
+      f.write("")
+    tf.io.gfile.remove(probe)
+  except (tf.errors.OpError, OSError) as e:
+    raise UserInputError("%s=%s is not writable: %s. Pick a folder you can write to." %
+                         (flag, path, io_reason(e))) from None

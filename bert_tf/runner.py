@@ -1,5 +1,5 @@
-"""The runner template: the run's options, typed (RunOptions), and the one sequence every
-runner follows (run_task), filled with its task's hooks (TaskHooks):
+"""The runner template: the one sequence every runner follows (run_task), filled with its
+task's hooks (TaskHooks), on the options read from its flags (runner_flags.RunOptions):
 
   checks -> strategy -> tokenizer -> read every data file -> train (or restore)
   -> evaluate -> predict -> export
@@ -15,7 +15,6 @@ import dataclasses
 import hashlib
 import os
 from typing import Optional
-import uuid
 
 from absl import logging
 import keras
@@ -25,134 +24,10 @@ import tensorflow as tf
 from bert_tf import (checks, cpu, distribution, example_codec, head_labels, input_pipeline,
                      precision, run_folder, run_lock, tokenization, training)
 from bert_tf.config import BertConfig
-from bert_tf.errors import UserInputError, io_reason
+from bert_tf.runner_flags import RunOptions
 
 # Each data split and the action flag that asks for it.
 SPLITS = (("train", "do_train"), ("eval", "do_eval"), ("predict", "do_predict"))
-
-
-@dataclasses.dataclass(frozen=True)
-class RunOptions:
-  """What the template reads from the flags of bert_tf.runner_flags, typed.
-
-  `actions` names the action flags the runner offers (for the "nothing to do" message);
-  a field of a flag group the runner did not define keeps its default.
-  """
-  bert_config_file: Optional[str] = None
-  output_dir: Optional[str] = None
-  init_checkpoint: Optional[str] = None
-  max_seq_length: int = 128
-  # The tokenizer (fine-tuning runners).
-  vocab_file: Optional[str] = None
-  do_lower_case: bool = True
-  strip_accents: Optional[bool] = None
-  # What to do.
-  do_train: bool = False
-  do_eval: bool = False
-  do_predict: bool = False
-  export_dir: Optional[str] = None
-  inference_precision: str = "float32"  # what the export computes in (bert_tf.precision)
-  actions: tuple = ("do_train", "do_eval", "do_predict", "export_dir")
-  # Training, evaluation, prediction.
-  train_batch_size: int = 32
-  eval_batch_size: int = 8
-  predict_batch_size: int = 8
-  learning_rate: float = 5e-5
-  num_train_epochs: Optional[float] = 3.0  # None: the runner counts steps itself (pretraining)
-  warmup_proportion: Optional[float] = 0.1
-  save_checkpoints_steps: int = 1000
-  iterations_per_loop: int = 1000
-  # Hardware: a strategy of distribution.STRATEGIES and how to use it.
-  strategy: str = "one_device"
-  cpu_devices: int = 1
-  tpu_name: Optional[str] = None
-  tpu_zone: Optional[str] = None
-  gcp_project: Optional[str] = None
-  master: Optional[str] = None
-  mixed_precision: Optional[str] = None  # "float16" or "bfloat16"
-  jit_compile: bool = False
-  gradient_accumulation_steps: int = 1
-  optimizer: str = "adamw"
-  pad_to_max_seq_length: bool = False
-  shuffle_seed: int = 12345
-
-  @classmethod
-  def from_flags(cls, values, eval_flags=True, finetuning_flags=True):
-    """The options of parsed flags: those of runner_flags.define_training_flags, plus
-    define_eval_flags' with `eval_flags` and define_finetuning_flags' with
-    `finetuning_flags` (say False for a group the runner did not define)."""
-    v = lambda name: values[name].value
-    fields = dict(
-        bert_config_file=v("bert_config_file"), output_dir=v("output_dir"),
-        init_checkpoint=v("init_checkpoint"), max_seq_length=v("max_seq_length"),
-        do_train=v("do_train"), train_batch_size=v("train_batch_size"),
-        learning_rate=v("learning_rate"), save_checkpoints_steps=v("save_checkpoints_steps"),
-        iterations_per_loop=v("iterations_per_loop"),
-        strategy=v("distribution_strategy") or ("tpu" if v("use_tpu") else "one_device"),
-        cpu_devices=v("cpu_devices"), tpu_name=v("tpu_name"), tpu_zone=v("tpu_zone"),
-        gcp_project=v("gcp_project"), master=v("master"),
-        mixed_precision=v("mixed_precision"), jit_compile=v("jit_compile"),
-        gradient_accumulation_steps=v("gradient_accumulation_steps"),
-        optimizer=v("optimizer"), pad_to_max_seq_length=v("pad_to_max_seq_length"),
-        shuffle_seed=v("shuffle_seed"),
-        num_train_epochs=None, warmup_proportion=None)
-    actions = ["do_train"]
-    if eval_flags:
-      fields.update(do_eval=v("do_eval"), eval_batch_size=v("eval_batch_size"))
-      actions.append("do_eval")
-    if finetuning_flags:
-      fields.update(vocab_file=v("vocab_file"), do_lower_case=v("do_lower_case"),
-                    strip_accents=v("strip_accents"), do_predict=v("do_predict"),
-                    predict_batch_size=v("predict_batch_size"),
-                    num_train_epochs=v("num_train_epochs"),
-                    warmup_proportion=v("warmup_proportion"), export_dir=v("export_dir"),
-                    inference_precision=v("inference_precision"))
-      actions += ["do_predict", "export_dir"]
-    return cls(actions=tuple(actions), **fields)
-
-  def check(self):
-    """The checks that need no file: something to do, and numbers in range."""
-    if not any(getattr(self, action) for action in self.actions):
-      raise UserInputError("At least one of %s must be set." %
-                           ", ".join("--" + a for a in self.actions))
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-                 "save_checkpoints_steps", "iterations_per_loop", "gradient_accumulation_steps"):
-      checks.check_positive(name, getattr(self, name))
-    if self.do_train and self.num_train_epochs is not None and not self.num_train_epochs > 0:
-      raise UserInputError("--num_train_epochs must be positive, got %s." % self.num_train_epochs)
-    if self.warmup_proportion is not None and not 0 <= self.warmup_proportion <= 1:
-      raise UserInputError("--warmup_proportion must be between 0 and 1, got %s." %
-                           self.warmup_proportion)
-    if self.learning_rate < 0:
-      raise UserInputError("--learning_rate must not be negative, got %s." % self.learning_rate)
-
-  def check_batch_sizes(self, replicas, whole_eval_batches=False):
-    """Train batches split evenly over micro-batches and replicas (and eval batches over
-    replicas when evaluation reads whole batches only)."""
-    micro = self.gradient_accumulation_steps
-    if self.train_batch_size % (micro * replicas):
-      raise UserInputError("--train_batch_size=%d must be divisible by "
-                           "--gradient_accumulation_steps (%d) times the number of replicas (%d)."
-                           % (self.train_batch_size, micro, replicas))
-    if whole_eval_batches and self.eval_batch_size % replicas:
-      raise UserInputError("--eval_batch_size=%d must be divisible by the number of replicas "
-                           "(%d)." % (self.eval_batch_size, replicas))
-
-  def batch_size(self, split):
-    return {"train": self.train_batch_size, "eval": self.eval_batch_size,
-            "predict": self.predict_batch_size}[split]
-
-  def train_steps(self, num_examples):
-    """The original's int(examples / batch * epochs) (at least 1) and its warmup steps."""
-    steps = max(1, int(num_examples / self.train_batch_size * self.num_train_epochs))
-    return steps, int(steps * self.warmup_proportion)
-
-  def task_options(self):
-    """The keyword arguments every Task takes from the hardware flags."""
-    return {"use_one_hot_embeddings": self.strategy == "tpu",  # as the original on TPUs
-            "dtype": "mixed_" + self.mixed_precision if self.mixed_precision else None,
-            "dynamic_length": not self.pad_to_max_seq_length,
-            "length_bucket": precision.XLA_LENGTH_BUCKET if self.jit_compile else 1}
 
 
 @dataclasses.dataclass
@@ -206,8 +81,22 @@ class TaskHooks:
                                 split + " features")
     return [path]
 
-  def describe(self, split, examples):
-    """What `split` holds, for the log."""
+  def dataset(self, run, split, examples):
+    """What the trainer reads for `split`: the record files, batched (repeated and shuffled
+    for training)."""
+    options = run.options
+    batch = options.batch_size(split)
+    if split == "train":
+      batch //= options.gradient_accumulation_steps
+    # run_pretraining's evaluation: max_eval_steps whole batches of the repeated input.
+    repeats = {"repeat": True, "drop_remainder": True} if (
+        self.eval_repeats and split == "eval") else {}
+    return input_pipeline.record_dataset(
+        self.record_files(run, split, examples), self.feature_spec(run, split), batch,
+        is_training=split == "train", seed=options.shuffle_seed, **repeats)
+
+  def describe(self, run, split, examples):
+    """What `split` holds, for the log (called after `dataset`)."""
     return "%d examples" % len(examples)
 
   def feature_spec(self, run, split):
@@ -221,6 +110,11 @@ class TaskHooks:
   def train_steps(self, run, examples):
     """(training steps, warmup steps) for the training examples."""
     return run.options.train_steps(len(examples))
+
+  def make_trainer(self, run, num_train_steps, num_warmup_steps, settings, init_checkpoint):
+    """What trains, evaluates and predicts: a training.Trainer of make_task's model."""
+    return make_trainer(run.options, run.strategy, self.make_task(run), num_train_steps,
+                        num_warmup_steps, settings, init_checkpoint=init_checkpoint)
 
   def on_start(self, run):
     """Called once the Trainer exists, before training or restoring."""
@@ -267,9 +161,8 @@ def run_task(options, hooks):
   inputs = {split: hooks.read_examples(run, split)
             for split, action in SPLITS if getattr(options, action)}
   num_train_steps, num_warmup_steps = hooks.train_steps(run, inputs.get("train", []))
-  run.trainer = make_trainer(options, run.strategy, hooks.make_task(run), num_train_steps,
-                             num_warmup_steps, training_settings(run, hooks, inputs),
-                             init_checkpoint=_init_source(run, hooks))
+  run.trainer = hooks.make_trainer(run, num_train_steps, num_warmup_steps,
+                                   training_settings(run, hooks, inputs), _init_source(run, hooks))
   if options.do_train and run.trainer.chief:
     run_folder.keep_model_files(options.output_dir, options.bert_config_file,
                                 options.vocab_file if hooks.uses_tokenizer else None)
@@ -319,9 +212,9 @@ def prepare(options, hooks):
   _warn_if_slow_precision(options)
   options.check_batch_sizes(strategy.num_replicas_in_sync, hooks.eval_repeats)
   if options.init_checkpoint:
-    check_init_checkpoint(options.init_checkpoint)
+    checks.check_init_checkpoint(options.init_checkpoint)
     checks.check_causal_attention(options.init_checkpoint, config, options.bert_config_file)
-  make_output_dir(options.output_dir)
+  run_folder.make_output_dir(options.output_dir)
   run_lock.acquire(options.output_dir, distribution.worker_name(strategy))
   keras.utils.set_random_seed(options.shuffle_seed)  # weight init and dropout; after device setup
   return Run(options, config, strategy, tokenizer)
@@ -344,25 +237,18 @@ def warn_if_slow_bfloat16(what, advice):
 
 def _train(run, hooks, examples, num_train_steps):
   options = run.options
-  files = hooks.record_files(run, "train", examples)
+  dataset = hooks.dataset(run, "train", examples)
   logging.info("***** Running training: %s, batch %d, %d steps *****",
-               hooks.describe("train", examples), options.train_batch_size, num_train_steps)
-  dataset = input_pipeline.record_dataset(
-      files, hooks.feature_spec(run, "train"),
-      options.train_batch_size // options.gradient_accumulation_steps, is_training=True,
-      seed=options.shuffle_seed)
+               hooks.describe(run, "train", examples), options.train_batch_size, num_train_steps)
   run.trainer.train(dataset, num_train_steps, options.save_checkpoints_steps,
                     log_steps=options.iterations_per_loop)
 
 
 def _evaluate(run, hooks, examples):
-  files = hooks.record_files(run, "eval", examples)
-  batch = run.options.eval_batch_size
-  dataset = input_pipeline.record_dataset(
-      files, hooks.feature_spec(run, "eval"), batch, is_training=False,
-      repeat=hooks.eval_repeats, drop_remainder=hooks.eval_repeats)
-  logging.info("***** Running evaluation: %s, batch %d%s *****", hooks.describe("eval", examples),
-               batch, ", %d steps" % hooks.max_eval_steps if hooks.max_eval_steps else "")
+  dataset = hooks.dataset(run, "eval", examples)
+  logging.info("***** Running evaluation: %s, batch %d%s *****",
+               hooks.describe(run, "eval", examples), run.options.eval_batch_size,
+               ", %d steps" % hooks.max_eval_steps if hooks.max_eval_steps else "")
   if hooks.eval_with_predictions:
     result, outputs = run.trainer.evaluate(dataset, hooks.max_eval_steps, with_predictions=True)
   else:
@@ -378,12 +264,9 @@ def _evaluate(run, hooks, examples):
 
 
 def _predict(run, hooks, examples):
-  files = hooks.record_files(run, "predict", examples)
-  batch = run.options.predict_batch_size
-  dataset = input_pipeline.record_dataset(files, hooks.feature_spec(run, "predict"), batch,
-                                          is_training=False)
+  dataset = hooks.dataset(run, "predict", examples)
   logging.info("***** Running prediction: %s, batch %d *****",
-               hooks.describe("predict", examples), batch)
+               hooks.describe(run, "predict", examples), run.options.predict_batch_size)
   outputs = run.trainer.predict(dataset)
   if run.trainer.chief:
     hooks.postprocess_predict(run, examples, outputs)
@@ -393,30 +276,6 @@ def make_strategy(options):
   """The strategy of the options; call before anything else touches TensorFlow devices."""
   return distribution.get_strategy(options.strategy, options.cpu_devices, options.tpu_name,
                                    options.tpu_zone, options.gcp_project, options.master)
-
-
-def check_init_checkpoint(path):
-  """A missing or unreadable --init_checkpoint stops here, not after the feature files are
-  written. The one place this is checked (runners, extract_features, export_tfhub)."""
-  from bert_tf import checkpoints
-  checkpoints.check_source(path)
-
-
-def make_output_dir(path, flag="--output_dir"):
-  """Creates the output folder and proves it writable, so a read-only disk or a file in the
-  way stops before any work rather than at the first checkpoint."""
-  if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
-    raise UserInputError("%s=%s is a file; pass a folder." % (flag, path))
-  # One probe name per process: workers of a multi-worker run share the folder.
-  probe = os.path.join(path, ".bert_tf_write_test.%d.%s" % (os.getpid(), uuid.uuid4().hex[:8]))
-  try:
-    tf.io.gfile.makedirs(path)
-    with tf.io.gfile.GFile(probe, "w") as f:
-      f.write("")
-    tf.io.gfile.remove(probe)
-  except (tf.errors.OpError, OSError) as e:
-    raise UserInputError("%s=%s is not writable: %s. Pick a folder you can write to." %
-                         (flag, path, io_reason(e))) from None
 
 
 def training_settings(run, hooks, inputs):

@@ -1,16 +1,131 @@
-"""Flag definitions the runners share, with the original scripts' names, defaults and help.
+"""The runners' shared flags (the original scripts' names, defaults and help) and RunOptions,
+the typed values the runner template reads from them.
 
-Each runner defines its own flags (task, data files, task options) and calls these;
-`bert_tf.runner.RunOptions.from_flags` reads exactly what they define into typed
-options. Three groups: define_training_flags (every runner, hardware included),
-define_eval_flags (--do_eval) and define_finetuning_flags (training + tokenizer +
---do_predict, epochs and --export_dir). `flag_values` lets tests define them on a
-fresh FlagValues.
+Each runner defines its own flags (task, data files, task options) and calls these:
+define_training_flags (every runner, hardware included), define_eval_flags (--do_eval) and
+define_finetuning_flags (training + tokenizer + --do_predict, epochs and --export_dir).
+A shared flag's default is RunOptions' field default, so it is stated once. `flag_values`
+lets tests define them on a fresh FlagValues.
 """
+
+import collections
+import dataclasses
+from typing import Optional
 
 from absl import flags
 
-from bert_tf import cli, distribution, precision
+from bert_tf import checks, cli, distribution, precision
+from bert_tf.errors import UserInputError
+
+# The action flags, in the order the "nothing to do" message names them.
+ACTIONS = ("do_train", "do_eval", "do_predict", "export_dir")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+  """What the template reads from the flags below, typed; a field's default is its flag's.
+
+  `actions` names the action flags the runner offers (for the "nothing to do" message);
+  a field of a flag group the runner did not define keeps its default.
+  """
+  bert_config_file: Optional[str] = None
+  output_dir: Optional[str] = None
+  init_checkpoint: Optional[str] = None
+  max_seq_length: int = 128
+  # The tokenizer (fine-tuning runners).
+  vocab_file: Optional[str] = None
+  do_lower_case: bool = True
+  strip_accents: Optional[bool] = None
+  # What to do.
+  do_train: bool = False
+  do_eval: bool = False
+  do_predict: bool = False
+  export_dir: Optional[str] = None
+  inference_precision: str = "float32"  # what the export computes in (bert_tf.precision)
+  actions: tuple = ACTIONS
+  # Training, evaluation, prediction.
+  train_batch_size: int = 32
+  eval_batch_size: int = 8
+  predict_batch_size: int = 8
+  learning_rate: float = 5e-5
+  # None: the runner counts its steps itself (run_pretraining has no such flags).
+  num_train_epochs: Optional[float] = None
+  warmup_proportion: Optional[float] = None
+  save_checkpoints_steps: int = 1000
+  iterations_per_loop: int = 1000
+  # Hardware: a strategy of distribution.STRATEGIES and how to use it.
+  strategy: str = "one_device"
+  cpu_devices: int = 1
+  tpu_name: Optional[str] = None
+  tpu_zone: Optional[str] = None
+  gcp_project: Optional[str] = None
+  master: Optional[str] = None
+  mixed_precision: Optional[str] = None  # "float16" or "bfloat16"
+  jit_compile: bool = False
+  gradient_accumulation_steps: int = 1
+  optimizer: str = "adamw"
+  pad_to_max_seq_length: bool = False
+  shuffle_seed: int = 12345
+
+  @classmethod
+  def from_flags(cls, values):
+    """The options of parsed flags: each field from the flag of its name where the runner
+    defined one (the hardware choice from --distribution_strategy / --use_tpu), the field's
+    default where it did not."""
+    defined = {name: values[name].value for name in values}
+    fields = {f.name: defined[f.name] for f in dataclasses.fields(cls)
+              if f.name in defined and f.name not in ("strategy", "actions")}
+    fields["strategy"] = defined["distribution_strategy"] or (
+        "tpu" if defined["use_tpu"] else "one_device")
+    fields["actions"] = tuple(a for a in ACTIONS if a in defined)
+    return cls(**fields)
+
+  def check(self):
+    """The checks that need no file: something to do, and numbers in range."""
+    if not any(getattr(self, action) for action in self.actions):
+      raise UserInputError("At least one of %s must be set." %
+                           ", ".join("--" + a for a in self.actions))
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
+                 "save_checkpoints_steps", "iterations_per_loop", "gradient_accumulation_steps"):
+      checks.check_positive(name, getattr(self, name))
+    if self.do_train and self.num_train_epochs is not None and not self.num_train_epochs > 0:
+      raise UserInputError("--num_train_epochs must be positive, got %s." % self.num_train_epochs)
+    if self.warmup_proportion is not None and not 0 <= self.warmup_proportion <= 1:
+      raise UserInputError("--warmup_proportion must be between 0 and 1, got %s." %
+                           self.warmup_proportion)
+    if self.learning_rate < 0:
+      raise UserInputError("--learning_rate must not be negative, got %s." % self.learning_rate)
+
+  def check_batch_sizes(self, replicas, whole_eval_batches=False):
+    """Train batches split evenly over micro-batches and replicas (and eval batches over
+    replicas when evaluation reads whole batches only)."""
+    micro = self.gradient_accumulation_steps
+    if self.train_batch_size % (micro * replicas):
+      raise UserInputError("--train_batch_size=%d must be divisible by "
+                           "--gradient_accumulation_steps (%d) times the number of replicas (%d)."
+                           % (self.train_batch_size, micro, replicas))
+    if whole_eval_batches and self.eval_batch_size % replicas:
+      raise UserInputError("--eval_batch_size=%d must be divisible by the number of replicas "
+                           "(%d)." % (self.eval_batch_size, replicas))
+
+  def batch_size(self, split):
+    return {"train": self.train_batch_size, "eval": self.eval_batch_size,
+            "predict": self.predict_batch_size}[split]
+
+  def train_steps(self, num_examples):
+    """The original's int(examples / batch * epochs) (at least 1) and its warmup steps."""
+    steps = max(1, int(num_examples / self.train_batch_size * self.num_train_epochs))
+    return steps, int(steps * self.warmup_proportion)
+
+  def task_options(self):
+    """The keyword arguments every Task takes from the hardware flags."""
+    return {"use_one_hot_embeddings": self.strategy == "tpu",  # as the original on TPUs
+            "dtype": "mixed_" + self.mixed_precision if self.mixed_precision else None,
+            "dynamic_length": not self.pad_to_max_seq_length,
+            "length_bucket": precision.XLA_LENGTH_BUCKET if self.jit_compile else 1}
+
+
+_DEFAULT = {f.name: f.default for f in dataclasses.fields(RunOptions)}
 
 
 def define_hardware_flags(flag_values=flags.FLAGS):
@@ -30,33 +145,34 @@ def define_hardware_flags(flag_values=flags.FLAGS):
   flags.DEFINE_enum("distribution_strategy", None, distribution.STRATEGIES,
                     "How to use the hardware (default: one_device, or tpu with --use_tpu).",
                     flag_values=f)
-  flags.DEFINE_integer("cpu_devices", 1,
+  flags.DEFINE_integer("cpu_devices", _DEFAULT["cpu_devices"],
                        "With --distribution_strategy=mirrored and no GPU: split the CPU into this "
                        "many logical devices (for testing multi-device code paths).",
                        flag_values=f)
   flags.DEFINE_enum("mixed_precision", None, ["float16", "bfloat16"],
                     "Run matmuls in this type (LayerNorm, softmax and variables stay float32).",
                     flag_values=f)
-  flags.DEFINE_bool("jit_compile", False, "Compile the training forward/backward pass with XLA.",
-                    flag_values=f)
-  flags.DEFINE_integer("gradient_accumulation_steps", 1,
+  flags.DEFINE_bool("jit_compile", _DEFAULT["jit_compile"],
+                    "Compile the training forward/backward pass with XLA.", flag_values=f)
+  flags.DEFINE_integer("gradient_accumulation_steps", _DEFAULT["gradient_accumulation_steps"],
                        "Split each train batch into this many micro-batches; the update equals "
                        "that of the whole batch.", flag_values=f)
-  flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
+  flags.DEFINE_enum("optimizer", _DEFAULT["optimizer"], ["adamw", "lamb"],
                     "adamw: the original AdamWeightDecay. lamb: LAMB with the same schedule.",
                     flag_values=f)
-  flags.DEFINE_bool("pad_to_max_seq_length", False,
+  flags.DEFINE_bool("pad_to_max_seq_length", _DEFAULT["pad_to_max_seq_length"],
                     "Run every batch at --max_seq_length, as the original's fixed TPU shapes. By "
                     "default each batch is cut to its longest real sequence (a multiple of 16 "
                     "with --jit_compile), which gives the same numbers faster; SQuAD always "
                     "runs at full length.", flag_values=f)
-  flags.DEFINE_integer("shuffle_seed", 12345,
+  flags.DEFINE_integer("shuffle_seed", _DEFAULT["shuffle_seed"],
                        "Seed of weight initialization, dropout and training input shuffles.",
                        flag_values=f)
 
 
-def define_training_flags(max_seq_length, max_seq_length_help, train_batch_size=32,
-                          learning_rate=5e-5, flag_values=flags.FLAGS):
+def define_training_flags(max_seq_length, max_seq_length_help,
+                          train_batch_size=_DEFAULT["train_batch_size"],
+                          learning_rate=_DEFAULT["learning_rate"], flag_values=flags.FLAGS):
   """Flags of every training runner, pretraining included."""
   f = flag_values
   flags.DEFINE_string("bert_config_file", None,
@@ -68,25 +184,28 @@ def define_training_flags(max_seq_length, max_seq_length_help, train_batch_size=
   flags.DEFINE_string("init_checkpoint", None,
                       "Initial checkpoint (usually from a pre-trained BERT model).", flag_values=f)
   flags.DEFINE_integer("max_seq_length", max_seq_length, max_seq_length_help, flag_values=f)
-  flags.DEFINE_bool("do_train", False, "Whether to run training.", flag_values=f)
+  flags.DEFINE_bool("do_train", _DEFAULT["do_train"], "Whether to run training.", flag_values=f)
   flags.DEFINE_integer("train_batch_size", train_batch_size, "Total batch size for training.",
                        flag_values=f)
   flags.DEFINE_float("learning_rate", learning_rate, "The initial learning rate for Adam.",
                      flag_values=f)
-  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.",
-                       flag_values=f)
-  flags.DEFINE_integer("iterations_per_loop", 1000,
+  flags.DEFINE_integer("save_checkpoints_steps", _DEFAULT["save_checkpoints_steps"],
+                       "How often to save the model checkpoint.", flag_values=f)
+  flags.DEFINE_integer("iterations_per_loop", _DEFAULT["iterations_per_loop"],
                        "How often to log and write summaries (the original's TPU loop size).",
                        flag_values=f)
   define_hardware_flags(f)
 
 
 def define_eval_flags(do_eval_help="Whether to run eval on the dev set.", flag_values=flags.FLAGS):
-  flags.DEFINE_bool("do_eval", False, do_eval_help, flag_values=flag_values)
-  flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", flag_values=flag_values)
+  flags.DEFINE_bool("do_eval", _DEFAULT["do_eval"], do_eval_help, flag_values=flag_values)
+  flags.DEFINE_integer("eval_batch_size", _DEFAULT["eval_batch_size"], "Total batch size for eval.",
+                       flag_values=flag_values)
 
 
-def define_finetuning_flags(max_seq_length=128, train_batch_size=32, learning_rate=5e-5,
+def define_finetuning_flags(max_seq_length=_DEFAULT["max_seq_length"],
+                            train_batch_size=_DEFAULT["train_batch_size"],
+                            learning_rate=_DEFAULT["learning_rate"],
                             do_predict_help="Whether to run the model in inference mode on the "
                                             "test set.",
                             export_help="If set, write a SavedModel here.",
@@ -99,8 +218,9 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, learning_ra
       "than this will be truncated, and sequences shorter than this will be padded.",
       train_batch_size, learning_rate, flag_values=f)
   cli.define_tokenizer_flags(f)
-  flags.DEFINE_bool("do_predict", False, do_predict_help, flag_values=f)
-  flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", flag_values=f)
+  flags.DEFINE_bool("do_predict", _DEFAULT["do_predict"], do_predict_help, flag_values=f)
+  flags.DEFINE_integer("predict_batch_size", _DEFAULT["predict_batch_size"],
+                       "Total batch size for predict.", flag_values=f)
   flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.",
                      flag_values=f)
   flags.DEFINE_float("warmup_proportion", 0.1,
@@ -108,3 +228,10 @@ def define_finetuning_flags(max_seq_length=128, train_batch_size=32, learning_ra
                      "E.g., 0.1 = 10% of training.", flag_values=f)
   flags.DEFINE_string("export_dir", None, export_help, flag_values=f)
   precision.define_flag("the --export_dir SavedModel", flag_values=f)
+
+
+def task_flags(module, values=flags.FLAGS):
+  """The parsed values of the flags `module` defines itself, as one read-only record, so a
+  runner's hooks are given their settings instead of reading the global FLAGS."""
+  names = sorted(flag.name for flag in values.get_flags_for_module(module))
+  return collections.namedtuple("TaskFlags", names)(*(values[name].value for name in names))

@@ -10,7 +10,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from bert_tf import checks, example_codec, runner, sentence_models, user_files
+from bert_tf import checks, example_codec, run_folder, sentence_models, user_files
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
@@ -88,8 +88,8 @@ def test_output_dir_that_is_a_file_or_not_writable_stops_up_front(tmp_path, monk
   a_file = tmp_path / "out"
   a_file.write_text("")
   with pytest.raises(UserInputError, match=r"--output_dir=.*out is a file; pass a folder\."):
-    runner.make_output_dir(str(a_file))
-  runner.make_output_dir(str(tmp_path / "new" / "out"))
+    run_folder.make_output_dir(str(a_file))
+  run_folder.make_output_dir(str(tmp_path / "new" / "out"))
   assert os.listdir(tmp_path / "new" / "out") == []  # the write probe is gone
 
   def read_only(*unused_args, **unused_kwargs):
@@ -98,7 +98,7 @@ def test_output_dir_that_is_a_file_or_not_writable_stops_up_front(tmp_path, monk
   monkeypatch.setattr(tf.io.gfile, "GFile", read_only)
   with pytest.raises(UserInputError, match="--output_dir=.* is not writable: .*Read-only file "
                      "system. Pick a folder you can write to."):
-    runner.make_output_dir(str(tmp_path / "ro"))
+    run_folder.make_output_dir(str(tmp_path / "ro"))
 
 
 def test_a_full_disk_while_writing_records_leaves_no_file(tmp_path):

@@ -41,8 +41,8 @@ def test_options_from_the_finetuning_flags():
   assert options == runner.RunOptions(
       bert_config_file="c.json", output_dir="out", max_seq_length=384, vocab_file="v.txt",
       do_lower_case=False, do_train=True, do_predict=True, export_dir="exp",
-      train_batch_size=12, num_train_epochs=2.0, strategy="tpu", tpu_name="t1",
-      mixed_precision="bfloat16", jit_compile=True)
+      train_batch_size=12, num_train_epochs=2.0, warmup_proportion=0.1, strategy="tpu",
+      tpu_name="t1", mixed_precision="bfloat16", jit_compile=True)
   assert options.actions == ("do_train", "do_eval", "do_predict", "export_dir")
   assert options.task_options() == {"use_one_hot_embeddings": True, "dtype": "mixed_bfloat16",
                                     "dynamic_length": True, "length_bucket": 16}
@@ -59,18 +59,43 @@ def test_options_of_a_runner_without_finetuning_or_eval_flags():
 
   values = _parsed(define, "--do_eval", "--eval_batch_size=16", "--cpu_devices=2",
                    "--gradient_accumulation_steps=4")
-  options = runner.RunOptions.from_flags(values, finetuning_flags=False)
+  options = runner.RunOptions.from_flags(values)
   assert options.actions == ("do_train", "do_eval")
   assert (options.do_eval, options.eval_batch_size, options.cpu_devices,
           options.gradient_accumulation_steps) == (True, 16, 2, 4)
   assert options.vocab_file is None and options.num_train_epochs is None
   assert options.warmup_proportion is None and options.export_dir is None
-  # A group is read because the runner says it defined it, not because a flag exists.
-  with pytest.raises(KeyError):
-    runner.RunOptions.from_flags(values)
+  # The actions are those the runner defined flags for.
   squad_like = _parsed(lambda v: runner_flags.define_finetuning_flags(flag_values=v))
-  assert runner.RunOptions.from_flags(squad_like, eval_flags=False).actions == (
+  assert runner.RunOptions.from_flags(squad_like).actions == (
       "do_train", "do_predict", "export_dir")
+
+
+def test_shared_flags_default_to_the_options_defaults():
+  def define(values):
+    runner_flags.define_finetuning_flags(flag_values=values)
+    runner_flags.define_eval_flags(flag_values=values)
+
+  values = _parsed(define)
+  defaults = runner.RunOptions()
+  shared = [f.name for f in dataclasses.fields(runner.RunOptions)
+            if f.name in values and f.default is not None]
+  assert len(shared) >= 15
+  for name in shared:
+    assert values[name].default == getattr(defaults, name), name
+
+
+def test_task_flags_are_the_modules_own_flags_read_once():
+  values = flags.FlagValues()
+  runner_flags.define_eval_flags(flag_values=values)  # runner_flags' own, not this module's
+  flags.DEFINE_integer("doc_stride", 128, "stride", flag_values=values)
+  flags.DEFINE_list("labels", None, "labels", flag_values=values)
+  values(["runner", "--doc_stride=64", "--labels=O,B-PER"])
+  task = runner_flags.task_flags(sys.modules[__name__], values)
+  assert task._fields == ("doc_stride", "labels")
+  assert (task.doc_stride, task.labels) == (64, ["O", "B-PER"])
+  with pytest.raises(AttributeError):
+    task.doc_stride = 1  # read-only
 
 
 def test_no_action_names_the_runners_action_flags():

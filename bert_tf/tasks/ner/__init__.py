@@ -9,7 +9,10 @@ from bert_tf.tasks.ner.data import (
     DOCSTART, SCHEMES, SPLIT_FILES, Document, Sentence, detect_scheme, from_iob2, label_list,
     read_conll, split_file, to_iob2)
 from bert_tf.tasks.ner.features import (
-    NerFeature, convert_document, encode_feature, feature_spec, word_pieces, word_predictions)
+    NerFeature, convert_document, document_windows, encode_feature, feature_spec, word_pieces,
+    word_predictions)
+from bert_tf.tasks.ner.feature_based import REPRESENTATIONS
 from bert_tf.tasks.ner.model import NerTask, TokenClassifierModel
 from bert_tf.tasks.ner.postprocess import (
-    chunk_counts, conlleval, scores_of, sentence_predictions, write_conll)
+    chunk_counts, conlleval, per_document, scores_of, sentence_predictions, write_conll,
+    write_predictions)

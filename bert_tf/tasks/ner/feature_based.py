@@ -19,7 +19,6 @@ import tensorflow as tf
 
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.ner import labels as ner_labels
-from bert_tf.tasks.ner.data import to_iob2
 
 REPRESENTATIONS = ("embeddings", "second_to_last_hidden", "last_hidden",
                    "weighted_sum_last_four", "concat_last_four", "weighted_sum_all")
@@ -38,17 +37,14 @@ def layers_of(representation, num_layers):
           "weighted_sum_all": list(range(1, num_layers + 1))}[representation]
 
 
+def stack_layers(per_layer, layers):
+  """[words, len(layers), H] of {layer: [words, H]}, in the order of `layers`."""
+  return np.stack([per_layer[k] for k in layers], axis=1)
+
+
 def sentence_lengths(documents):
   """The word count of every sentence of `documents`, in order."""
   return [len(s.words) for d in documents for s in d.sentences]
-
-
-def sentence_label_ids(documents, label_index):
-  """The IOB2 label id of every word of `documents`, in order (None without gold tags)."""
-  sentences = [s for d in documents for s in d.sentences]
-  if any(s.tags is None for s in sentences):
-    return None
-  return np.array([label_index[t] for s in sentences for t in to_iob2(s.tags)], np.int32)
 
 
 def warn_long_sentences(documents, path):

@@ -25,24 +25,18 @@ from bert_tf.tasks.ner.features import convert_document, word_predictions
 _WEIGHT_FILES = (".safetensors", ".bin", ".h5", ".msgpack")
 
 
-def _update_with_file(digest, path):
-  with tf.io.gfile.GFile(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-
-
 def checkpoint_digest(path):
   """sha1 of a checkpoint's identity: a Google checkpoint's .index bytes (they hold every
   tensor's checksum) or an HF folder's weight files."""
   source = checkpoints.open_source(path)
   digest = hashlib.sha1()
   if source.kind == "google":
-    _update_with_file(digest, source.path + ".index")
+    run_folder.update_digest(digest, source.path + ".index")
   else:
     for name in sorted(os.listdir(source.path)):
       if name.endswith(_WEIGHT_FILES):
         digest.update(name.encode("utf-8"))
-        _update_with_file(digest, os.path.join(source.path, name))
+        run_folder.update_digest(digest, os.path.join(source.path, name))
   return digest.hexdigest()
 
 
@@ -51,8 +45,8 @@ def cache_key(checkpoint_sha1, vocab_file, data_file, do_lower_case, strip_accen
   """The folder name of one split's cached features: changes with anything they depend on."""
   digest = hashlib.sha1(json.dumps(
       [checkpoint_sha1, do_lower_case, strip_accents, max_seq_length, doc_stride]).encode())
-  _update_with_file(digest, vocab_file)
-  _update_with_file(digest, data_file)
+  run_folder.update_digest(digest, vocab_file)
+  run_folder.update_digest(digest, data_file)
   return digest.hexdigest()[:16]
 
 

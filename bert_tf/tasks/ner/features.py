@@ -85,6 +85,13 @@ def encode_feature(feature):
       "label_weights": feature.label_weights})
 
 
+def document_windows(documents, label_ids, tokenizer, max_seq_length, doc_stride):
+  """The NerFeatures of every document in turn (`label_ids(document)`: its words' ids)."""
+  return [window for index, document in enumerate(documents)
+          for window in convert_document(index, document.words, label_ids(document), tokenizer,
+                                         max_seq_length, doc_stride)]
+
+
 def word_predictions(features, scores, num_words):
   """Per document, each word's row of `scores` ([features, seq, ...]) from its max-context
   window: {doc_index: [num_words[doc] rows]}."""

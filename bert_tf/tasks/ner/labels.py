@@ -1,5 +1,5 @@
 """run_ner's label lists: --labels checked, the label order a trained model was made with
-(stored beside it), and the order a run uses when both are given.
+(stored beside it), the order a run uses when both are given, and the tags of its files.
 
 A model's output rows follow the label order it was trained with, so a run that evaluates,
 predicts or exports a trained model uses that order: --labels listing the same labels in
@@ -10,9 +10,12 @@ import json
 import os
 
 from absl import logging
+import numpy as np
 import tensorflow as tf
 
+from bert_tf import checkpoints, head_labels, names
 from bert_tf.errors import UserInputError
+from bert_tf.tasks.ner.data import detect_scheme, label_list, to_iob2
 
 LABELS_FILE = "ner_labels.json"  # written by fine-tuning: its labels and tag scheme
 
@@ -71,3 +74,96 @@ def reconcile(given, trained, where):
   raise UserInputError("--labels=%s are not the labels the model was trained on (%s, recorded "
                        "in %s): pass those, or train a model on yours." %
                        (",".join(given), ",".join(trained), where))
+
+
+class RunLabels:
+  """The labels (in the order of the model's output rows) and tag scheme of one run.
+
+  A training run takes them from the training file (or --labels); any other run from the
+  trained model (use_trained, use_record), with --labels read in the model's order.
+  `tag_scheme` is --tag_scheme ("auto" or a scheme).
+  """
+
+  def __init__(self, flag_labels, tag_scheme):
+    self.given = from_flag(flag_labels)
+    self.tag_scheme = tag_scheme
+    self.labels = None
+    self.trained_scheme = None  # the training file's, or the one stored with the model
+
+  def use(self, labels, scheme):
+    self.labels, self.trained_scheme = list(labels), self.trained_scheme or scheme
+
+  def use_trained(self, output_dir, init_checkpoint):
+    """The fine-tuned model's: the one in `output_dir`, else the head of `init_checkpoint`,
+    else --labels."""
+    stored = read_stored(output_dir)
+    if stored:
+      where = os.path.join(output_dir, LABELS_FILE)
+      self.use(reconcile(self.given, stored["labels"], where), stored.get("tag_scheme"))
+      return
+    if init_checkpoint:
+      source = checkpoints.open_source(init_checkpoint)
+      recorded, where = head_labels.recorded_labels(source)
+      if recorded and any(n.google in source.shapes for n in names.head_names("ner")):
+        self.use(reconcile(self.given, recorded, where), None)
+        return
+    if self.given is None:
+      raise UserInputError("No --labels and no %s in --output_dir=%s (a training run writes "
+                           "it): pass --labels=O,B-PER,I-PER,... or train first." %
+                           (LABELS_FILE, output_dir))
+    self.use(self.given, None)
+
+  def use_record(self, record, where):
+    """Those of a trained tagger's record (read from `where`)."""
+    self.use(reconcile(self.given, record["labels"], where), record.get("tag_scheme"))
+
+  def use_training_file(self, path, documents, output_dir):
+    """The training file's scheme and labels (--labels if given); a run resuming in
+    `output_dir` keeps its head's order."""
+    self.trained_scheme = (self.tag_scheme if self.tag_scheme != "auto" else
+                           detect_scheme(documents))
+    labels = self.given or label_list(documents)
+    stored = read_stored(output_dir)
+    if stored and sorted(stored["labels"]) == sorted(labels):
+      labels = stored["labels"]
+    self.labels = labels
+    logging.info("Training file %s: %s tags, labels %s", path, self.trained_scheme,
+                 ",".join(labels))
+
+  def check_tags(self, path, documents, needs_tags):
+    """Every tag of `documents` (read from `path`) is one of the labels, and every sentence
+    has tags when `needs_tags` names what needs them (training, --do_eval)."""
+    untagged = [s for d in documents for s in d.sentences if s.tags is None]
+    if untagged and needs_tags:
+      raise UserInputError("%s line %d has no tag column; %s needs `word ... tag` lines (tag "
+                           "an untagged file with --do_predict)." % (path, untagged[0].line,
+                                                                    needs_tags))
+    known = set(self.labels)
+    for document in documents:
+      for sentence in document.sentences:
+        for i, tag in enumerate(to_iob2(sentence.tags or [])):
+          if tag not in known:
+            raise UserInputError("%s line %d: tag %s (IOB2 %s) is not among the labels %s; "
+                                 "add it to --labels (or to the training file)." %
+                                 (path, sentence.line + i, sentence.tags[i], tag,
+                                  ",".join(self.labels)))
+
+  def scheme_for(self, documents):
+    """The tag scheme predictions of `documents` are written in."""
+    if self.tag_scheme != "auto":
+      return self.tag_scheme
+    return self.trained_scheme or detect_scheme(documents)
+
+  def word_ids(self, documents):
+    """The IOB2 label ids [words] of every word of `documents` (None without gold tags)."""
+    ids = [self.ids(document) for document in documents]
+    if any(row is None for row in ids):
+      return None
+    return np.array([i for row in ids for i in row], np.int32)
+
+  def ids(self, document):
+    """The IOB2 label ids of a document's words (None without gold tags)."""
+    if any(s.tags is None for s in document.sentences):
+      return None
+    index = {label: i for i, label in enumerate(self.labels)}
+    return [index[t] for s in document.sentences for t in to_iob2(s.tags)]

@@ -12,6 +12,7 @@ them as fractions (the script prints percentages).
 
 import collections
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -131,3 +132,26 @@ def scores_of(sentences):
   none has)."""
   tagged = [(gold, predicted) for _, gold, predicted in sentences if gold is not None]
   return conlleval(tagged) if tagged else None
+
+
+def per_document(word_rows, documents):
+  """{doc_index: rows} of `word_rows` ([words of all documents, ...], in order)."""
+  out, start = {}, 0
+  for index, document in enumerate(documents):
+    out[index] = word_rows[start:start + len(document.words)]
+    start += len(document.words)
+  return out
+
+
+def write_predictions(path, sentences, result=None):
+  """Writes a prediction file of [(words, gold, predicted)] sentences; with `result` (an
+  evaluation's metrics), returns it with conlleval's scores added."""
+  write_conll(path, sentences)
+  logging.info("Wrote %d sentences to %s", len(sentences), path)
+  scores = scores_of(sentences)
+  if result is None:
+    if scores:
+      logging.info("  test f1 = %.4f (precision %.4f, recall %.4f)", scores["f1"],
+                   scores["precision"], scores["recall"])
+    return None
+  return {**result, **(scores or {})}
