@@ -1,18 +1,12 @@
-"""In-graph BERT tokenization and input packing (TensorFlow and tensorflow_text ops).
+"""In-graph BERT tokenization (TensorFlow and tensorflow_text ops).
 
 `BertTextTokenizer` gives the same token ids as the pure-Python
 `bert_tf.tokenization.FullTokenizer`, but runs as graph ops, so it works inside
 `tf.data` and inside a SavedModel's `tf.function`, and a SavedModel carries the
 vocabulary and every character table (no path to vocab.txt is kept).
 
-Why no ICU normalisation or `\\p{..}` classes: each library ships its own Unicode
-version (with TF 2.21 / tf-text 2.21: `tf.strings.lower` is Unicode 13 and misses
-the 14.0 case pairs, `tensorflow_text.normalize_utf8` is Unicode 16 and decomposes
-characters that Python 14.0 leaves alone, RE2's classes are Unicode 15), and
-`tensorflow_text`'s own BERT normaliser uses NFKC case folding, which the original
-does not. So every per-character decision is taken from the running Python's
-`unicodedata`, through the predicates of `bert_tf.tokenization` itself, when the
-tokenizer is built, and embedded as constants:
+Every per-character decision is taken from the running Python's `unicodedata` when the
+tokenizer is built (`bert_tf.text_unicode` says why) and embedded as constants:
 
 * cleaning (drop NUL, U+FFFD, Cc/Cf except tab/newline/CR) is one `regex_replace`
   whose class is an explicit list of code point ranges;
@@ -30,7 +24,7 @@ tokenizer is built, and embedded as constants:
   `tensorflow_text.FastWordpieceTokenizer` (same greedy longest-match-first
   result as the original, in linear time).
 
-Packing follows `convert_single_example` (see `pack_inputs`).
+Packing follows `convert_single_example` (see `bert_tf.text_packing`).
 
 Invalid UTF-8 bytes are dropped first, like `bytes.decode("utf-8", "ignore")`.
 
@@ -41,104 +35,21 @@ the Python that exported it, so it can differ from a later Python whose
 """
 
 import collections.abc
-import functools
 import os
-import unicodedata
 
 import tensorflow as tf
 import tensorflow_text as tf_text
-# Two internals of the pinned versions (requirements/runtime.txt), for fewer ops per request:
-# an un-lowered Case (`_branch`) and tf-text's split kernel without its validation.
-from tensorflow.python.ops import cond_v2
-from tensorflow_text.python.ops import regex_split_ops
 
-from bert_tf import tokenization
+from bert_tf import text_packing, text_unicode, tf_shims, tokenization
 from bert_tf.errors import UserInputError
+from bert_tf.text_unicode import char_class
 
-_MAX_CODE_POINT = 0x10FFFF
 _MAX_WORD_CHARS = 200  # The original WordpieceTokenizer's max_input_chars_per_word.
-_FINAL_SIGMA = "\u03c2"
 
 # The code has no tensor-dependent Python control flow, and letting AutoGraph
 # convert it (and the tensorflow_text code it calls) makes every tf.function
 # trace take seconds.
 _plain_python = tf.autograph.experimental.do_not_convert
-
-
-class _UnicodeTables:
-  """Per-character decisions of the Python tokenizer, as code point sets and maps."""
-
-  def __init__(self):
-    # pylint: disable=protected-access
-    chinese = {cp for cp in range(_MAX_CODE_POINT + 1) if tokenization._is_chinese_char(cp)}
-    self.deleted, self.spaces, self.cased, self.ignorable = [], [], [], []
-    split_kept = set(chinese)
-    # (do_lower_case, strip_accents) -> {code point: what the Python tokenizer
-    # turns it into, as code points, where that differs}: lower() and/or NFD.
-    self.char_maps = {(True, True): {}, (True, False): {}, (False, True): {}}
-    self.mark_props = {}  # code point -> combining class | 256 if Mn
-    for cp in range(_MAX_CODE_POINT + 1):
-      char = chr(cp)
-      category = unicodedata.category(char)
-      # Unassigned, private-use and surrogate code points are in no class below
-      # and unchanged by lower() and NFD.
-      if category in ("Cn", "Co", "Cs"):
-        continue
-      if cp == 0 or cp == 0xFFFD or tokenization._is_control(char):
-        self.deleted.append(cp)
-        continue
-      # What survives cleaning and splits words in `text.split()`: Zs, \t\n\r and
-      # U+2028/U+2029 (the other Python whitespace is Cc, deleted above).
-      is_space = tokenization._is_whitespace(char) or char.isspace()
-      if is_space:
-        self.spaces.append(cp)
-      elif tokenization._is_punctuation(char):
-        split_kept.add(cp)
-      combining = unicodedata.combining(char)
-      if combining or category == "Mn":
-        self.mark_props[cp] = combining | (256 if category == "Mn" else 0)
-      lowered = char.lower()
-      for key, mapped in (((True, True), unicodedata.normalize("NFD", lowered)),
-                          ((True, False), lowered),
-                          ((False, True), unicodedata.normalize("NFD", char))):
-        if mapped != char:
-          self.char_maps[key][cp] = [ord(c) for c in mapped]
-      if is_space or cp in chinese:
-        continue  # Word boundaries in the original, so never sigma context.
-      # Python's capital-sigma rule, probed through str.lower() itself:
-      # "AΣc" gives ς iff c is case-ignorable or not cased; "AΣcA" gives ς iff c
-      # is neither.
-      if ("A\u03a3" + char).lower()[1] != _FINAL_SIGMA:
-        self.cased.append(cp)
-      elif ("A\u03a3" + char + "A").lower()[1] != _FINAL_SIGMA:
-        self.ignorable.append(cp)
-    self.split_kept = sorted(split_kept)
-
-
-@functools.lru_cache(maxsize=None)
-def _unicode_tables():
-  """Built once per process (about a second: it visits every code point)."""
-  return _UnicodeTables()
-
-
-def _ranges(code_points):
-  """Sorted code points -> list of inclusive (first, last) runs."""
-  runs = []
-  for cp in sorted(code_points):
-    if runs and runs[-1][1] == cp - 1:
-      runs[-1][1] = cp
-    else:
-      runs.append([cp, cp])
-  return runs
-
-
-def _char_class(code_points, negate=False):
-  """An RE2 character class listing `code_points` as explicit \\x{..} ranges."""
-  runs = _ranges(code_points)
-  if not runs:
-    return r"[\x{0}-\x{10FFFF}]" if negate else r"[^\x{0}-\x{10FFFF}]"
-  body = "".join(r"\x{%X}" % a if a == b else r"\x{%X}-\x{%X}" % (a, b) for a, b in runs)
-  return "[%s%s]" % ("^" if negate else "", body)
 
 
 def _read_vocab(vocab_file_or_vocab_list):
@@ -208,14 +119,14 @@ class BertTextTokenizer(tf.Module):
         id_to_token, suffix_indicator="##", max_bytes_per_word=4 * _MAX_WORD_CHARS,
         token_out_type=tf.int32, unknown_token="[UNK]", no_pretokenization=True)
 
-    tables = _unicode_tables()
-    self._clean_pattern = _char_class(tables.deleted)
-    self._split_pattern = _char_class(tables.spaces + tables.split_kept)
-    self._keep_pattern = _char_class(tables.split_kept)
+    tables = text_unicode.unicode_tables()
+    self._clean_pattern = char_class(tables.deleted)
+    self._split_pattern = char_class(tables.spaces + tables.split_kept)
+    self._keep_pattern = char_class(tables.split_kept)
     if self.do_lower_case:
-      cased = _char_class(tables.cased)
-      ignorable = _char_class(tables.ignorable)
-      other = _char_class(tables.cased + tables.ignorable, negate=True)
+      cased = char_class(tables.cased)
+      ignorable = char_class(tables.ignorable)
+      other = char_class(tables.cased + tables.ignorable, negate=True)
       self._sigma_pattern = r"(%s%s*)\x{3A3}(%s*(?:%s|$))" % (cased, ignorable, ignorable,
                                                                other)
     if self._maps_characters:
@@ -235,6 +146,14 @@ class BertTextTokenizer(tf.Module):
       marks = sorted(tables.mark_props)
       self._mark_table = _static_table(marks, [tables.mark_props[k] for k in marks],
                                        tf.int32, tf.int32, 0)
+
+  @property
+  def split_patterns(self):
+    """(split, keep) RE2 patterns of the BasicTokenizer's word split, as
+    `tensorflow_text.regex_split` takes them: words split at whitespace, punctuation and
+    CJK characters, and the last two are kept as words of their own. For exports that
+    split raw text themselves, e.g. to keep each word's offsets."""
+    return self._split_pattern, self._keep_pattern
 
   @property
   def _maps_characters(self):
@@ -281,10 +200,10 @@ class BertTextTokenizer(tf.Module):
     text = tf.strings.regex_replace(text, self._clean_pattern, "")
     if self._maps_characters:
       text = self._lower_and_strip_accents(text)
-    return _regex_split(text, self._split_pattern, self._keep_pattern)
+    return tf_shims.regex_split(text, self._split_pattern, self._keep_pattern)
 
   def _tokenize(self, strings):
-    return _merge_words(self._tokenize_words(strings))
+    return tf_shims.merge_words(self._tokenize_words(strings))
 
   def _tokenize_words(self, strings):
     words = self._basic_tokenize(strings)
@@ -313,13 +232,13 @@ class BertTextTokenizer(tf.Module):
       other = self._lower_and_strip_accents_unicode(tf.gather_nd(text, other_rows))
       return tf.tensor_scatter_nd_update(ascii_done, other_rows, other)
 
-    return _branch(tf.reduce_all(is_ascii), lambda: ascii_done, with_unicode_rows)
+    return tf_shims.lazy_cond(tf.reduce_all(is_ascii), lambda: ascii_done, with_unicode_rows)
 
   def _lower_and_strip_accents_unicode(self, text):
     """The general case of `_lower_and_strip_accents`, by code point tables."""
     if self.do_lower_case:
       text = tf.strings.regex_replace(text, self._sigma_pattern,
-                                      "\\1" + _FINAL_SIGMA + "\\2")
+                                      "\\1" + text_unicode.FINAL_SIGMA + "\\2")
     chars = tf.strings.unicode_decode(text, "UTF-8")
     cps = chars.flat_values
     rows = chars.value_rowids()
@@ -393,7 +312,8 @@ class BertTextTokenizer(tf.Module):
                   "an empty string for a single sentence).")
       with tf.control_dependencies([same]):
         segments_a = tf.identity(segments_a)
-    features = pack_inputs(segments_a, segments_b, seq_length, self.cls_id, self.sep_id)
+    features = text_packing.pack_inputs(segments_a, segments_b, seq_length, self.cls_id,
+                                        self.sep_id)
     if scalar:
       features = {k: v[0] for k, v in features.items()}
     return features
@@ -401,38 +321,6 @@ class BertTextTokenizer(tf.Module):
   @_plain_python
   def __call__(self, text_a, text_b=None, seq_length=128):
     return self.encode(text_a, text_b, seq_length)
-
-
-def _regex_split(text, split_pattern, keep_pattern):
-  """`tensorflow_text.regex_split` of a 1-D string tensor, minus the validation of the row
-  splits its kernel has just produced: the public function builds three validated ragged
-  tensors (words and both offsets, the offsets unused here), about 70 graph ops of asserts that
-  every request ran (measured with benchmarks/serving_profile.py)."""
-  words, _, _, row_splits = regex_split_ops.gen_regex_split_ops.regex_split_with_offsets(
-      text, "(%s)" % split_pattern, "(%s)" % keep_pattern)
-  return tf.RaggedTensor.from_row_splits(words, row_splits, validate=False)
-
-
-def _merge_words(pieces):
-  """[batch, (words), (pieces)] -> [batch, (pieces)]: `merge_dims(1, 2)` without validating
-  the row splits it builds from valid ones (about 40 assert ops per request)."""
-  splits = tf.gather(pieces.values.row_splits, pieces.row_splits)
-  return tf.RaggedTensor.from_row_splits(pieces.values.values, splits, validate=False)
-
-
-def _branch(pred, true_fn, false_fn):
-  """tf.cond(pred, true_fn, false_fn) that runs only the taken branch's ops.
-
-  Inside a tf.function, tf.cond is lowered to Switch/Merge, and the runtime still visits
-  every op of the branch not taken (to mark it dead); a Case op kept as such calls only
-  the chosen branch's function. Worth it for a rarely taken branch of many ops (the
-  Unicode tables, skipped for all-ASCII requests).
-  """
-  if tf.executing_eagerly():
-    return true_fn() if bool(pred) else false_fn()
-  outputs = cond_v2.indexed_case(tf.cast(pred, tf.int32), [false_fn, true_fn],
-                                 lower_using_switch_merge=False)
-  return outputs[0] if isinstance(outputs, (list, tuple)) else outputs
 
 
 def _as_string_vector(strings):
@@ -452,130 +340,3 @@ def _per_string_vector(batch_fn, strings):
   strings, scalar = _as_string_vector(strings)
   out = batch_fn(strings)
   return out[0] if scalar else out
-
-
-@_plain_python
-def truncated_lengths(len_a, len_b, max_length):
-  """Lengths the original `_truncate_seq_pair` leaves, without its loop.
-
-  The loop pops from the longer side (b on ties) while la + lb > max_length, so
-  a keeps max(ceil(m / 2), m - lb) tokens at most and b gets the rest of m.
-  Works elementwise on integer tensors (or Python ints).
-  """
-  len_a = tf.convert_to_tensor(len_a)
-  len_b = tf.cast(len_b, len_a.dtype)
-  m = tf.cast(max_length, len_a.dtype)
-  keep_a = tf.minimum(len_a, tf.maximum((m + 1) // 2, m - len_b))
-  keep_b = tf.minimum(len_b, m - keep_a)
-  fits = len_a + len_b <= m
-  return tf.where(fits, len_a, keep_a), tf.where(fits, len_b, keep_b)
-
-
-@_plain_python
-def pack_inputs(segments_a, segments_b, seq_length, cls_id, sep_id):
-  """Packs token ids like the original's convert_single_example.
-
-  Per row: `[CLS] a [SEP]` (type 0), then `b [SEP]` (type 1) only if that row's
-  b is non-empty after truncation (the original tests `if tokens_b:`); pairs are
-  cut by `_truncate_seq_pair` to seq_length - 3, single segments to
-  seq_length - 2; zero padding.
-
-  Args:
-    segments_a: int RaggedTensor [batch, (tokens)], or [batch, (words), (pieces)]
-      as `tokenize_words` gives (a dense Tensor is taken as full rows).
-    segments_b: like segments_a, or None.
-    seq_length: the padded length: a Python int, or a scalar integer tensor (then
-      the outputs' second dimension is not static).
-    cls_id, sep_id: ids of [CLS] and [SEP].
-
-  Returns:
-    dict of int32 [batch, seq_length]: input_word_ids, input_mask, input_type_ids.
-  """
-  min_length = 2 if segments_b is None else 3
-  message = "seq_length leaves no room for [CLS] and [SEP]."
-  static_length = (tf.get_static_value(seq_length) if isinstance(seq_length, tf.Tensor)
-                   else seq_length)
-  checks = []
-  if static_length is not None:
-    seq_length = int(static_length)
-    if seq_length < min_length:
-      raise ValueError("seq_length=%d leaves no room for [CLS] and [SEP]." % seq_length)
-  else:
-    seq_length = tf.cast(seq_length, tf.int64)
-    checks.append(tf.debugging.assert_greater_equal(seq_length, tf.constant(min_length, tf.int64),
-                                                    message=message))
-  segments_a = _as_ragged_ids(segments_a)
-  if checks:
-    with tf.control_dependencies(checks):
-      seq_length = tf.identity(seq_length)
-  if segments_b is None:
-    return _pack_single(segments_a, seq_length, cls_id, sep_id)
-  len_a = segments_a.row_lengths()
-  segments_b = _as_ragged_ids(segments_b)
-  len_b = segments_b.row_lengths()
-  pair_a, pair_b = truncated_lengths(len_a, len_b, seq_length - 3)
-  is_pair = len_b > 0
-  keep_a = tf.where(is_pair, pair_a, tf.minimum(len_a, seq_length - 2))[:, None]
-  keep_b = tf.where(is_pair, pair_b, 0)[:, None]
-  # Dense layout by column arithmetic: column c of a row holds [CLS] (c = 0),
-  # a[c - 1], [SEP] (c = ka + 1), b[c - ka - 2], then [SEP] (c = ka + kb + 2)
-  # only if the truncated b is non-empty, as the original tests `if tokens_b:`.
-  if checks:
-    shape = tf.stack([segments_a.nrows(), seq_length])
-  else:
-    shape = [None, seq_length]
-  dense_a = segments_a.to_tensor(0, shape=shape)
-  dense_b = segments_b.to_tensor(0, shape=shape)
-  column = tf.range(seq_length, dtype=tf.int64)[None, :]
-  b_column = tf.clip_by_value(column - keep_a - 2, 0, seq_length - 1)
-  in_a = tf.logical_and(column >= 1, column <= keep_a)
-  in_b = tf.logical_and(column >= keep_a + 2, column < keep_a + 2 + keep_b)
-  first_sep = column == keep_a + 1
-  second_sep = tf.logical_and(column == keep_a + 2 + keep_b, keep_b > 0)
-  zeros = tf.zeros_like(dense_a)
-  word_ids = tf.where(in_a, tf.roll(dense_a, 1, axis=1), zeros)
-  word_ids = tf.where(in_b, tf.gather(dense_b, b_column, batch_dims=1), word_ids)
-  word_ids = tf.where(tf.logical_or(first_sep, second_sep), tf.cast(sep_id, tf.int32),
-                      word_ids)
-  word_ids = tf.where(column == 0, tf.cast(cls_id, tf.int32), word_ids)
-  length = keep_a + 2 + tf.where(keep_b > 0, keep_b + 1, 0)
-  return {
-      "input_word_ids": word_ids,
-      "input_mask": tf.cast(column < length, tf.int32),
-      "input_type_ids": tf.cast(tf.logical_or(in_b, second_sep), tf.int32),
-  }
-
-
-def _pack_single(segments, seq_length, cls_id, sep_id):
-  """`pack_inputs` of single segments: `[CLS] a [SEP]`, a cut to seq_length - 2, type 0.
-
-  The same layout as the general path in about a third of its graph ops, which every
-  single-sentence request runs (benchmarks/serving_profile.py)."""
-  keep = tf.minimum(segments.row_lengths(), tf.cast(seq_length - 2, tf.int64))[:, None]
-  rows = segments.nrows()
-  if isinstance(seq_length, tf.Tensor):
-    shape = tf.stack([rows, seq_length - 2])
-  else:
-    shape = [None, seq_length - 2]
-  word_ids = tf.concat([tf.fill(tf.stack([rows, 1]), tf.cast(cls_id, tf.int32)),
-                        segments.to_tensor(0, shape=shape),
-                        tf.zeros(tf.stack([rows, 1]), tf.int32)], axis=1)
-  column = tf.range(tf.shape(word_ids, out_type=tf.int64)[1])[None, :]
-  word_ids = tf.where(column == keep + 1, tf.cast(sep_id, tf.int32), word_ids)
-  return {
-      "input_word_ids": word_ids,
-      "input_mask": tf.cast(column < keep + 2, tf.int32),
-      "input_type_ids": tf.zeros_like(word_ids),
-  }
-
-
-def _as_ragged_ids(ids):
-  """int32 values and int64 row splits, whatever the caller's dtypes; words merged."""
-  if not isinstance(ids, tf.RaggedTensor):
-    ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
-  if ids.ragged_rank == 2:
-    ids = _merge_words(ids)
-  if ids.ragged_rank != 1:
-    raise ValueError("Expected token ids of shape [batch, (tokens)] or [batch, (words), "
-                     "(pieces)], got %s." % ids.shape)
-  return tf.cast(ids, tf.int32).with_row_splits_dtype(tf.int64)

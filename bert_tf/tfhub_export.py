@@ -37,7 +37,7 @@ use, differs on ligatures, fullwidth forms, "ß", ...):
     only hub.KerasLayer(preprocessor.tokenize) saves (TF Hub's GLUE tutorial).
   bert_pack_inputs(segments, seq_length=<exported>): a list of one or two
     tokenized segments (ragged rank 1 or 2) -> the three inputs, packed with the
-    original's pair truncation and layout (see `bert_tf.text.pack_inputs`);
+    original's pair truncation and layout (see `bert_tf.text_packing.pack_inputs`);
     seq_length may be any int. It reads no resource (the special ids are
     constants), so hub.KerasLayer(preprocessor.bert_pack_inputs) saves alone too.
   signature serving_default: `sentences` in, the three inputs out.
@@ -50,7 +50,7 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import checkpoints, checks, export, heads, precision, text, tokenization
+from bert_tf import checkpoints, checks, export, heads, precision, text_packing, tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import INPUT_NAMES, BertModel
@@ -232,8 +232,8 @@ def build_preprocessor_module(vocab_file, do_lower_case, strip_accents=None, seq
       inputs = [inputs]
     if len(inputs) not in (1, 2):
       raise ValueError("bert_pack_inputs takes a list of 1 or 2 segments, got %d." % len(inputs))
-    return text.pack_inputs(inputs[0], inputs[1] if len(inputs) == 2 else None, seq_length,
-                            tokenizer.cls_id, tokenizer.sep_id)
+    return text_packing.pack_inputs(inputs[0], inputs[1] if len(inputs) == 2 else None,
+                                    seq_length, tokenizer.cls_id, tokenizer.sep_id)
 
   pack = tf.function(pack, autograph=False, jit_compile=False)
   for ragged_rank in (1, 2):

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import checkpoints, export, packing, text, tfhub_export, tokenization
+from bert_tf import checkpoints, export, packing, text_packing, tfhub_export, tokenization
 from bert_tf.errors import UserInputError
 from conftest import (PRECISION_TOLERANCE, TINY_CONFIG, TINY_DIR, VOCAB_UNCASED,
                       tiny_pretraining_model)
@@ -332,7 +332,7 @@ def test_pair_truncation_equals_round_robin_trimmer():
   b = tf.ragged.constant([[2] * lb for _, lb in rows], tf.int32)
   for limit in range(0, 18):
     trimmed_a, trimmed_b = tf_text.RoundRobinTrimmer(limit).trim([a, b])
-    keep_a, keep_b = text.truncated_lengths(a.row_lengths(), b.row_lengths(), limit)
+    keep_a, keep_b = text_packing.truncated_lengths(a.row_lengths(), b.row_lengths(), limit)
     np.testing.assert_array_equal(trimmed_a.row_lengths(), keep_a)
     np.testing.assert_array_equal(trimmed_b.row_lengths(), keep_b)
 

@@ -71,8 +71,7 @@ def export_ner(export_dir, model, vocab_file, do_lower_case, max_seq_length, lab
 
   # The BasicTokenizer's split (whitespace; punctuation and CJK kept as words), applied to
   # the raw text so that the offsets index it; each word is cleaned and cased on its own.
-  split_pattern = tokenizer._split_pattern  # pylint: disable=protected-access
-  keep_pattern = tokenizer._keep_pattern  # pylint: disable=protected-access
+  split_pattern, keep_pattern = tokenizer.split_patterns
 
   def words_of(text):
     """[batch, (words)] raw words and their byte offsets, split like BasicTokenizer.
