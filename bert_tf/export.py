@@ -175,17 +175,38 @@ def _is_nonempty_dir(path):
   return tf.io.gfile.isdir(path) and bool(tf.io.gfile.listdir(path))
 
 
-def check_export_dir(export_dir, overwrite=False):
-  """Fails early (e.g. before training) if an export to `export_dir` would be refused."""
+def check_export_dir(export_dir, overwrite=False,
+                     fix="choose another folder or pass overwrite=True to replace it"):
+  """Fails early (e.g. before training) if an export to `export_dir` would be refused;
+  `fix` is what the message tells the user to do (a script names its flag)."""
   export_dir = os.fspath(export_dir)
   if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
     raise UserInputError("Export path %s is a file, not a folder." % export_dir)
   if not overwrite and _is_nonempty_dir(export_dir):
-    raise UserInputError("Export folder %s already exists and is not empty; choose another "
-                         "folder or pass overwrite=True to replace it." % export_dir)
+    raise UserInputError("Export folder %s already exists and is not empty; %s." %
+                         (export_dir, fix))
   parent = os.path.dirname(export_dir.rstrip("/")) or "."
   if not tf.io.gfile.isdir(parent):
     raise UserInputError("Folder %s (for the export) does not exist." % parent)
+
+
+@contextlib.contextmanager
+def replacing(export_dir):
+  """Moves an existing export at `export_dir` aside while a new one is written there: it is
+  deleted once the new one is saved, and put back if writing fails, so nothing is lost."""
+  export_dir = os.fspath(export_dir).rstrip("/") or "/"
+  if not _is_nonempty_dir(export_dir):
+    yield
+    return
+  aside = "%s.replaced-%d-%s" % (export_dir, os.getpid(), uuid.uuid4().hex[:8])
+  tf.io.gfile.rename(export_dir, aside)
+  try:
+    yield
+  except BaseException:
+    if not tf.io.gfile.exists(export_dir):
+      tf.io.gfile.rename(aside, export_dir)
+    raise
+  tf.io.gfile.rmtree(aside)
 
 
 def save_serving_module(export_dir, module, signatures, metadata, overwrite=False):

@@ -105,3 +105,46 @@ def make_output_dir(path, flag="--output_dir"):
   except (tf.errors.OpError, OSError) as e:
     raise UserInputError("%s=%s is not writable: %s. Pick a folder you can write to." %
                          (flag, path, io_reason(e))) from None
+
+
+EXPORTS_NAME = "exports.json"  # what each --export_dir of the run was exported from
+
+
+def _exports(output_dir):
+  path = os.path.join(output_dir, EXPORTS_NAME)
+  if not tf.io.gfile.exists(path):
+    return {}
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      exports = json.loads(f.read())
+  except (ValueError, tf.errors.OpError) as e:
+    logging.warning("Ignoring %s: it cannot be read (%s).", path, e)
+    return {}
+  return exports if isinstance(exports, dict) else {}
+
+
+def _saved_model_digest(export_dir):
+  path = os.path.join(export_dir, "saved_model.pb")
+  return file_digest(path) if tf.io.gfile.exists(path) else None
+
+
+def recorded_export(output_dir, export_dir):
+  """What this run exported to `export_dir` (a dict), or None when the folder holds no export
+  of this run's (never exported, or replaced by something else since)."""
+  entry = _exports(output_dir).get(os.path.abspath(export_dir))
+  if not isinstance(entry, dict) or entry.get("saved_model_sha1") is None:
+    return None
+  if entry["saved_model_sha1"] != _saved_model_digest(export_dir):
+    return None
+  return entry
+
+
+def record_export(output_dir, export_dir, source):
+  """Records that `export_dir` now holds this run's export of `source` (a JSON dict)."""
+  exports = _exports(output_dir)
+  exports[os.path.abspath(export_dir)] = dict(
+      source, saved_model_sha1=_saved_model_digest(export_dir))
+  path = os.path.join(output_dir, EXPORTS_NAME)
+  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+    f.write(json.dumps(exports, indent=2, sort_keys=True) + "\n")
+  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)

@@ -13,6 +13,7 @@ A runner script is its flags and a TaskHooks subclass.
 
 import dataclasses
 import hashlib
+import json
 import os
 from typing import Optional
 
@@ -176,8 +177,29 @@ def run_task(options, hooks):
   if options.do_predict:
     _predict(run, hooks, inputs["predict"])
   if options.export_dir and run.trainer.chief:
+    _export(run, hooks)
+
+
+def _export(run, hooks):
+  """The export, unless --export_dir already holds this run's export of the same weights and
+  settings (a re-run of a finished command keeps it, and says so)."""
+  from bert_tf import export
+  options = run.options
+  source = {"step": run.trainer.step, "init_checkpoint": options.init_checkpoint,
+            "max_seq_length": options.max_seq_length, "vocab_file": options.vocab_file,
+            "do_lower_case": options.do_lower_case, "strip_accents": options.strip_accents,
+            "inference_precision": options.inference_precision, "task": hooks.settings(run)}
+  source = json.loads(json.dumps(source))  # as it reads back from the record
+  recorded = run_folder.recorded_export(options.output_dir, options.export_dir)
+  if recorded is not None and {k: recorded.get(k) for k in source} == source:
+    logging.info("Kept the SavedModel in %s: this run exported it from the same weights (step "
+                 "%d) and settings.", options.export_dir, source["step"])
+    return
+  with export.replacing(options.export_dir):
     hooks.export(run)
-    logging.info("Exported a SavedModel to %s", options.export_dir)
+  run_folder.record_export(options.output_dir, options.export_dir, source)
+  logging.info("%s a SavedModel to %s", "Exported" if recorded is None else
+               "Replaced this run's earlier export with", options.export_dir)
 
 
 def _init_source(run, hooks):
@@ -201,7 +223,10 @@ def prepare(options, hooks):
   checks.check_seq_length(options.max_seq_length, config, hooks.min_seq_length)
   if options.export_dir:
     from bert_tf import export
-    export.check_export_dir(options.export_dir)
+    export.check_export_dir(
+        options.export_dir, options.overwrite_export or run_folder.recorded_export(
+            options.output_dir, options.export_dir) is not None,
+        fix="choose another --export_dir, or pass --overwrite_export to replace it")
   tokenizer = None
   if hooks.uses_tokenizer:
     tokenizer = checks.checked_tokenizer(options.vocab_file, options.do_lower_case,

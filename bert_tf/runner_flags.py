@@ -41,6 +41,7 @@ class RunOptions:
   do_eval: bool = False
   do_predict: bool = False
   export_dir: Optional[str] = None
+  overwrite_export: bool = False  # replace a non-empty --export_dir this run did not write
   inference_precision: str = "float32"  # what the export computes in (bert_tf.precision)
   actions: tuple = ACTIONS
   # Training, evaluation, prediction.
@@ -227,6 +228,9 @@ def define_finetuning_flags(max_seq_length=_DEFAULT["max_seq_length"],
                      "Proportion of training to perform linear learning rate warmup for. "
                      "E.g., 0.1 = 10% of training.", flag_values=f)
   flags.DEFINE_string("export_dir", None, export_help, flag_values=f)
+  flags.DEFINE_bool("overwrite_export", _DEFAULT["overwrite_export"],
+                    "Replace a non-empty --export_dir that this --output_dir did not export "
+                    "(a re-run replaces or keeps its own export without it).", flag_values=f)
   precision.define_flag("the --export_dir SavedModel", flag_values=f)
 
 

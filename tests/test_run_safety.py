@@ -130,3 +130,30 @@ def test_squad_file_with_a_duplicated_question_id_is_refused(tmp_path):
   path.write_text(json.dumps(data))
   with pytest.raises(UserInputError, match=r"question id 'q1' appears more than once"):
     squad.read_squad_examples(str(path), is_training=False)
+
+
+def test_rerunning_a_finished_command_keeps_or_replaces_its_own_export(tmp_path):
+  out, exp = tmp_path / "run", tmp_path / "exp"
+  first = run_script("run_classifier.py", *_classifier_args(out, "--export_dir=%s" % exp))
+  assert first.returncode == 0, first.stderr[-3000:]
+  assert "Exported a SavedModel to %s" % exp in first.stderr
+  saved = (exp / "saved_model.pb").read_bytes()
+  # The same command again: training is done, the export is this run's from the same step.
+  again = run_script("run_classifier.py", *_classifier_args(out, "--export_dir=%s" % exp))
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "Kept the SavedModel in %s: this run exported it from the same weights" % exp in (
+      again.stderr)
+  assert (exp / "saved_model.pb").read_bytes() == saved
+  assert not [p for p in tmp_path.iterdir() if ".replaced-" in p.name]
+  # Another run folder may not write over it, unless told to: nothing runs before that.
+  other = tmp_path / "other"
+  refused = run_script("run_classifier.py", *_classifier_args(other, "--export_dir=%s" % exp))
+  assert ("Export folder %s already exists and is not empty; choose another --export_dir, or "
+          "pass --overwrite_export to replace it." % exp) in _error(refused)
+  assert not other.exists() or not list(other.glob("*.tf_record"))
+  export_only = [a for a in _classifier_args(other, "--export_dir=%s" % exp, "--overwrite_export")
+                 if a != "--do_train"]
+  replaced = run_script("run_classifier.py", *export_only)
+  assert replaced.returncode == 0, replaced.stderr[-3000:]
+  assert (exp / "saved_model.pb").exists()
+  assert not [p for p in tmp_path.iterdir() if ".replaced-" in p.name]

@@ -288,7 +288,8 @@ def test_bad_flags_stop_before_any_work(script, args, message, tmp_path):
 def test_a_missing_dev_file_stops_before_training(tmp_path):
   data = tmp_path / "MRPC"
   data.mkdir()
-  (data / "train.tsv").write_bytes((FIXTURES / "classifier_data" / "MRPC" / "train.tsv").read_bytes())
+  mrpc = FIXTURES / "classifier_data" / "MRPC"
+  (data / "train.tsv").write_bytes((mrpc / "train.tsv").read_bytes())
   result, written = _run("run_classifier.py", tmp_path, "--do_eval", "--data_dir=%s" % data)
   assert result.returncode == 2 and "dev.tsv does not exist" in result.stderr
   assert written == []
@@ -372,3 +373,20 @@ def test_inference_precision_flag_gives_the_export_its_model():
   float32 = runner.Run(runner.RunOptions(), tiny_config(), None,
                        trainer=types.SimpleNamespace(model=model))
   assert float32.serving_model() is model
+
+
+def test_an_export_replaced_is_restored_when_the_new_one_fails(tmp_path):
+  from bert_tf import export
+  folder = tmp_path / "exp"
+  folder.mkdir()
+  (folder / "saved_model.pb").write_text("old")
+  with pytest.raises(RuntimeError):
+    with export.replacing(str(folder)):
+      assert not folder.exists()  # moved aside while the new export is written
+      raise RuntimeError("the export failed")
+  assert (folder / "saved_model.pb").read_text() == "old"
+  with export.replacing(str(folder)):
+    folder.mkdir()
+    (folder / "saved_model.pb").write_text("new")
+  assert (folder / "saved_model.pb").read_text() == "new"
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["exp"]  # the old one is gone
