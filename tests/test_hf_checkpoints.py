@@ -2,7 +2,7 @@
 
 The HF side is written here by hand (key names and [out, in] orientation as
 transformers' modeling_bert.py saves them) and computed by an independent numpy
-forward pass, so neither depends on bert_tf/hf_checkpoints.py's own table.
+forward pass, so neither depends on bert_tf/names.py's table or bert_tf/hf_state.py.
 """
 
 import json
