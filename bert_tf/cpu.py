@@ -2,10 +2,9 @@
 developer measured on.
 
 TensorFlow's bfloat16 matmuls use oneDNN only on CPUs with AVX-512 (fast with AVX512-BF16 and
-AMX); elsewhere they fall back to Eigen. On an AVX2-only CPU (AMD EPYC, 2 cores) its bfloat16
-matmul peak was a third of float32's (27 vs 80 GFLOP/s) and MiniLM-L6's forward pass 0.74x
-float32's speed; small batches fared worse (a BERT-Base layer at batch 2 x 16 tokens, 30x
-slower). benchmarks/encoder_throughput.py --precisions=float32,bfloat16 measures it.
+AMX); elsewhere they fall back to Eigen, which is slower than float32, and worst on small
+batches. benchmarks/encoder_throughput.py --precisions=float32,bfloat16 measures it; the figures
+are in docs/performance.md (inference precision).
 """
 
 import functools

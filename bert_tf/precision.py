@@ -10,7 +10,7 @@ gives a model with `model`'s weights that computes in `p`:
   `--mixed_precision=bfloat16`. Its weights are stored in bfloat16: these are the values
   mixed precision would cast its float32 weights to at every call, so the outputs are
   bit-identical to a `mixed_bfloat16` model's, without a cast of every weight (the whole
-  word-embedding table included) per forward pass, which took 40% of a short request.
+  word-embedding table included) per forward pass, a large share of a short request's time.
   It pays only where TensorFlow runs bfloat16 matmuls on oneDNN (CPUs with AVX-512; fast
   with AVX512-BF16 or AMX, see bert_tf.cpu).
 - "int8": a float32 copy whose Dense layers (attention projections, feed-forward, pooler)
@@ -60,15 +60,14 @@ def of(model):
 
 def prefers_xla(precision):
   """Whether a forward pass in `precision` runs faster compiled by XLA than by TensorFlow's
-  graph executor (the default of extract_features' --jit_compile). Measured with
-  benchmarks/encoder_throughput.py, MiniLM-L6 B32 S128:
+  graph executor (the default of extract_features' --jit_compile), as
+  benchmarks/encoder_throughput.py measured it (figures: docs/performance.md, inference
+  precision):
 
-  - int8: TensorFlow's graph kernels have no fast int8 matmul (Eigen's); XLA's runs the
-    encoder 2.6x faster (AMD EPYC AVX2, idle: 37.5-39.6 vs 13.8-15.0 seq/s).
-  - float32: XLA is at most a few percent faster at one fixed shape (AMD EPYC AVX2, idle:
-    37.9-39.0 vs 36.5-37.0 seq/s; Intel Xeon AVX-512/AMX, BERT-Base: no faster), and a run
-    of variable-length batches compiles each new length (seconds each).
-  - bfloat16: oneDNN's AMX kernels are 1.8x XLA's (Intel Xeon, BERT-Base B32: 19.3 vs 10.8).
+  - int8: TensorFlow's graph kernels have no fast int8 matmul (Eigen's); XLA's is fast.
+  - float32: XLA gains little or nothing at one fixed shape, and a run of variable-length
+    batches compiles each new length.
+  - bfloat16: oneDNN's AMX kernels are faster than XLA's.
   """
   return check(precision) == "int8"
 

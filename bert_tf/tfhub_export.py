@@ -1,49 +1,13 @@
 """Exports a BERT checkpoint as two TF-Hub-style SavedModels: an encoder and its text preprocessor.
 
-The pair follows TF Hub's interface for BERT encoders and preprocessors, so code
-written for `hub.load(".../bert_en_uncased_L-12_H-768_A-12/4")` and
-`.../bert_en_uncased_preprocess/3` works with them:
-
-    preprocessor = tf.saved_model.load(preprocessor_dir)   # needs `import tensorflow_text`
-    encoder = tf.saved_model.load(encoder_dir)             # plain TensorFlow is enough
-    outputs = encoder(preprocessor(tf.constant(["hello world"])), training=False)
-
-Encoder (root object; holds no tokenizer, so it loads without tensorflow_text):
-  __call__(inputs, training=False): `inputs` is a dict of int32 [batch, seq]
-    `input_word_ids`, `input_mask`, `input_type_ids`; `training` a Python bool
-    (dropout on or off; both are traced). Returns `sequence_output`,
-    `pooled_output`, `default` (= pooled_output) and `encoder_outputs` (one
-    [batch, seq, hidden] tensor per layer).
-  mlm (only with the masked-LM head): the same, plus `masked_lm_positions`
-    (int32 [batch, num_predictions]) in, and `mlm_logits` [batch,
-    num_predictions, vocab_size] out (logits; the original's log-probabilities
-    are their log_softmax).
-  vocab_file (tf.saved_model.Asset), do_lower_case and strip_accents (bool
-    tf.Variables): how to tokenize for this encoder, as TF Hub's encoders carry.
-  variables, trainable_variables, regularization_losses: TF Hub's Reusable
-    SavedModel attributes (the masked-LM head's weights only in `mlm`'s).
-  signature serving_default: the three ids in; the outputs flat, with the
-    layers as `encoder_outputs_0` .. `encoder_outputs_{L-1}`.
-
-Preprocessor (bert_tf's in-graph copy of the original FullTokenizer, so its ids
-are the original's; tensorflow_text's BertTokenizer, which TF Hub's preprocessors
-use, differs on ligatures, fullwidth forms, "ß", ...):
-  __call__(strings): string [batch] -> the encoder's three inputs at the
-    exported seq_length, packed as the original's `[CLS] a [SEP]`.
-  tokenize(strings): int32 RaggedTensor [batch, (words), (word pieces)];
-    tokenize.get_special_tokens_dict(): start_of_sequence_id, end_of_segment_id,
-    padding_id, mask_id, vocab_size (those the vocab has). tokenize.tokenizer: the
-    tables tokenize reads, owned by the sub-object too, so a Keras model holding
-    only hub.KerasLayer(preprocessor.tokenize) saves (TF Hub's GLUE tutorial).
-  bert_pack_inputs(segments, seq_length=<exported>): a list of one or two
-    tokenized segments (ragged rank 1 or 2) -> the three inputs, packed with the
-    original's pair truncation and layout (see `bert_tf.text_packing.pack_inputs`);
-    seq_length may be any int. It reads no resource (the special ids are
-    constants), so hub.KerasLayer(preprocessor.bert_pack_inputs) saves alone too.
-  signature serving_default: `sentences` in, the three inputs out.
-
-Both are written atomically by `bert_tf.export.save_serving_module`, with
-`assets.extra/bert_tf_export.json` describing them.
+Why: code written for TF Hub's BERT pairs (an encoder such as bert_en_uncased_L-12_H-768_A-12
+and bert_en_uncased_preprocess, through tf.saved_model.load or hub.KerasLayer) then runs on any
+bert_tf checkpoint. The encoder holds no tokenizer, so it loads without tensorflow_text; the
+preprocessor is bert_tf's in-graph copy of the original FullTokenizer, so its ids are the
+original's, not those of tensorflow_text's BertTokenizer that TF Hub's preprocessors use. Each
+callable part is a sub-object owning what it reads, so a Keras layer holding only that part
+saves. Both are written atomically by `bert_tf.export.save_serving_module`. Every attribute and
+signature, and where the preprocessor differs from TF Hub's: docs/tfhub.md.
 """
 
 import os

@@ -67,7 +67,7 @@ def _reduce_sum(strategy, per_replica):
 
 def padded_batches(strategy, dataset):
   """(padded batch, real row count) for each batch, every one padded to the first batch's size:
-  a shorter last batch would cost a second trace of the step, seconds for a BERT graph."""
+  a shorter last batch would cost a second trace of the whole BERT step."""
   size = None
   for batch in dataset:
     batch, rows = pad_batch(strategy, batch, size)
