@@ -16,6 +16,7 @@ from bert_tf import checkpoints, export, tokenization
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import squad
 from bert_tf.tasks.squad import export as squad_export
+from bert_tf.tasks.squad import graph_features, graph_postprocess
 from bert_tf.text import BertTextTokenizer
 from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
 from helpers import call_concurrently, run_saved_model_cli, run_serving_script
@@ -245,8 +246,8 @@ def test_windows_and_choice_equal_the_originals():
   questions = [pairs[e["qas_id"]][0] for e in examples]
   contexts = [pairs[e["qas_id"]][1] for e in examples]
   tokenizer = BertTextTokenizer(VOCAB_UNCASED, do_lower_case=True)
-  windows = squad_export.squad_windows(tokenizer, tf.constant(questions), tf.constant(contexts), SEQ,
-                                 STRIDE, MAX_QUERY)
+  windows = graph_features.squad_windows(tokenizer, tf.constant(questions), tf.constant(contexts),
+                                         SEQ, STRIDE, MAX_QUERY)
   windows = {k: v.numpy() if hasattr(v, "numpy") else v for k, v in windows.items()}
   assert windows["input_word_ids"].shape == (len(features), SEQ)
   word_row = windows["word_row"]
@@ -272,8 +273,8 @@ def test_windows_and_choice_equal_the_originals():
     folder = SQUAD / "predictions" / ("random_nbest5_maxans10_v%d" % (2 if v2 else 1))
     predictions = json.loads((folder / "predictions.json").read_text())
     nbest = json.loads((folder / "nbest_predictions.json").read_text())
-    best = squad_export.squad_best_spans(windows, logits["random.start_logits"],
-                                   logits["random.end_logits"], 5, 10, v2)
+    best = graph_postprocess.squad_best_spans(windows, logits["random.start_logits"],
+                                              logits["random.end_logits"], 5, 10, v2)
     best = {k: v.numpy() for k, v in best.items()}
     for row, example in enumerate(examples):
       qas_id = example["qas_id"]
@@ -298,7 +299,8 @@ def test_windows_and_choice_equal_the_originals():
   for name in ("ties_int", "ties_halfstep", "tiny_model", "random"):
     starts, ends = logits[name + ".start_logits"], logits[name + ".end_logits"]
     for n_best_size, max_answer_length in ((5, 10), (20, 30), (1, 3)):
-      best = squad_export.squad_best_spans(windows, starts, ends, n_best_size, max_answer_length, True)
+      best = graph_postprocess.squad_best_spans(windows, starts, ends, n_best_size,
+                                                max_answer_length, True)
       best = {k: v.numpy() for k, v in best.items()}
       for row in range(len(examples)):
         rows = np.flatnonzero(windows["window_row"] == row)
@@ -319,8 +321,8 @@ def test_windows_equal_python_reference_for_other_strides(full_tokenizer, seq, s
   """Short strides give many overlapping windows per piece (the max-context search)."""
   pairs = PAIRS[2:3] + PAIRS[-2:] + [("q", ""), ("", "one two")]
   tokenizer = BertTextTokenizer(VOCAB_UNCASED, do_lower_case=True)
-  got = squad_export.squad_windows(tokenizer, tf.constant([p[0] for p in pairs]),
-                             tf.constant([p[1] for p in pairs]), seq, stride, max_query)
+  got = graph_features.squad_windows(tokenizer, tf.constant([p[0] for p in pairs]),
+                                     tf.constant([p[1] for p in pairs]), seq, stride, max_query)
   got = {k: v.numpy() for k, v in got.items()}
   want = [w for q, c in pairs for w in reference_windows(full_tokenizer, q, c, seq, stride,
                                                           max_query)[0]]
