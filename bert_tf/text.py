@@ -101,7 +101,7 @@ class BertTextTokenizer(tf.Module):
     self.sep_id = vocab.get("[SEP]")
     self.pad_id = vocab.get("[PAD]")
     self.mask_id = vocab.get("[MASK]")
-    # FastWordpieceTokenizer (linear-time, ~10x faster than WordpieceTokenizer)
+    # FastWordpieceTokenizer (linear-time, unlike WordpieceTokenizer)
     # takes a list whose index is the id; ids no token keeps (duplicates, gaps)
     # and the never-looked-up "" and "##" get fillers that cannot match a word,
     # which never holds brackets (they are punctuation).

@@ -110,7 +110,7 @@ def pack_inputs(segments_a, segments_b, seq_length, cls_id, sep_id):
 def _pack_single(segments, seq_length, cls_id, sep_id):
   """`pack_inputs` of single segments: `[CLS] a [SEP]`, a cut to seq_length - 2, type 0.
 
-  The same layout as the general path in about a third of its graph ops, which every
+  The same layout as the general path in far fewer graph ops, which every
   single-sentence request runs (benchmarks/serving_profile.py)."""
   keep = tf.minimum(segments.row_lengths(), tf.cast(seq_length - 2, tf.int64))[:, None]
   rows = segments.nrows()

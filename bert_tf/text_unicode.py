@@ -71,7 +71,7 @@ class UnicodeTables:
 
 @functools.lru_cache(maxsize=None)
 def unicode_tables():
-  """Built once per process (about a second: it visits every code point)."""
+  """Built once per process: it visits every code point."""
   return UnicodeTables()
 
 
