@@ -1,7 +1,8 @@
 """SQuAD v1.1 / v2.0 question answering (paper sections 4.2 and 4.3): data (reading the
 JSON files), features (windows and the record layout), model (SquadModel + SquadTask),
 postprocess (n-best spans and prediction files), metrics (the official evaluation) and
-export (a SavedModel answering raw text, imported on its own)."""
+export (a SavedModel answering raw text, on graph_features' windows and graph_postprocess'
+best spans; the three are imported on their own)."""
 
 from bert_tf.tasks.squad.data import (
     WHITESPACE_CODE_POINTS, SquadExample, load_squad_json, read_squad_examples, split_context)
