@@ -1,8 +1,14 @@
-"""Shared by the benchmarks: their common flags, the model of the comparisons with Hugging
-Face and ONNX Runtime, running the other side in its own interpreter, the inference precisions
-to time, FLOP counts and this machine's matmul peak."""
+"""Shared by the benchmarks: their result records (printed as a table, written as JSON lines),
+their common flags, the model of the comparisons with Hugging Face and ONNX Runtime, running
+code in other interpreters (benchmarks/sides), the inference precisions to time, FLOP counts
+and this machine's matmul peak.
 
+Run a benchmark as `python -m benchmarks.NAME` from the checkout's root.
+"""
+
+import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -10,11 +16,116 @@ import sys
 from absl import flags
 import tensorflow as tf
 
+from benchmarks import timing
+
+# The checkout's root: the PYTHONPATH of the sides (benchmarks/sides), and where data/ is.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 # all-MiniLM-L6-v2's shape (6 layers, hidden 384): the model of the serving and
 # fine-tuning comparisons when no checkpoint is given.
 MINILM_L6 = {"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
              "num_attention_heads": 12, "intermediate_size": 1536, "max_position_embeddings": 512,
              "type_vocab_size": 2}
+
+flags.DEFINE_string("json_out", None, "Also write the result records to this file, one JSON "
+                    "object a line (benchmark, row, figures with their units, settings, "
+                    "checks, CPU), for scripts and tests to read.")
+
+
+def cpu_info():
+  """The CPU that gave a figure: every record names it (bert_tf.cpu.describe)."""
+  from bert_tf import cpu
+  return cpu.describe()
+
+
+@dataclasses.dataclass
+class Record:
+  """One row of a benchmark's results: what the table prints and --json_out writes."""
+  benchmark: str
+  row: str
+  figures: dict  # figure name -> number
+  units: dict  # figure name -> its unit ("" for a plain number)
+  settings: dict = dataclasses.field(default_factory=dict)  # what the row ran with
+  checks: dict = dataclasses.field(default_factory=dict)  # check name -> whether it held
+  cpu: str = dataclasses.field(default_factory=cpu_info)
+
+
+def _shown(value):
+  if value is None:
+    return "-"
+  if isinstance(value, bool):
+    return "yes" if value else "no"
+  if isinstance(value, int):
+    return str(value)
+  if isinstance(value, float) and math.isfinite(value) and 1e4 <= abs(value) < 1e12:
+    return "%.0f" % value
+  return "%.4g" % value if isinstance(value, float) else str(value)
+
+
+class Results:
+  """A benchmark's records and the lines that say what they ran: `add` rows as they are
+  measured, then `report` prints them all and writes --json_out."""
+
+  def __init__(self, benchmark, settings=None):
+    self.benchmark = benchmark
+    self.settings = dict(settings or {})
+    self.records, self.notes = [], []
+
+  def add(self, row, figures, settings=None, checks=None):
+    """A row: `figures` maps each figure's name to (value, unit); `settings` are the row's own
+    beside the run's."""
+    self.records.append(Record(
+        self.benchmark, row, {k: v for k, (v, _) in figures.items()},
+        {k: u for k, (_, u) in figures.items()}, dict(self.settings, **(settings or {})),
+        dict(checks or {})))
+    return self.records[-1]
+
+  def note(self, line):
+    self.notes.append(line)
+
+  def report(self):
+    """Prints the CPU, the run's settings and the notes, then the records as tables (one per
+    run of rows with the same figures); writes the records to --json_out if given."""
+    print("%s on CPU: %s" % (self.benchmark, cpu_info()))
+    if self.settings:
+      print("settings: " + ", ".join("%s=%s" % kv for kv in self.settings.items()))
+    for line in self.notes:
+      print(line)
+    blocks = []
+    for record in self.records:
+      if not blocks or list(blocks[-1][0].figures) != list(record.figures):
+        blocks.append([])
+      blocks[-1].append(record)
+    for block in blocks:
+      print()
+      print(_table(block, self.settings))
+    if flags.FLAGS.json_out:
+      with open(flags.FLAGS.json_out, "w", encoding="utf-8") as f:
+        for record in self.records:
+          f.write(json.dumps(dataclasses.asdict(record)) + "\n")
+    return self.records
+
+
+def _table(records, shared):
+  """The text table of records with the same figures: a column per figure (with its unit), and
+  the rows' own settings and checks where they have any."""
+  names = list(records[0].figures)
+  header = [""] + ["%s (%s)" % (n, records[0].units[n]) if records[0].units[n] else n
+                    for n in names]
+  rows = []
+  for record in records:
+    own = ["%s=%s" % (k, v) for k, v in record.settings.items()
+           if k not in shared or shared[k] != v]
+    checks = ["%s: %s" % (k, _shown(v)) for k, v in record.checks.items()]
+    rows.append([record.row] + [_shown(record.figures[n]) for n in names] +
+                ["; ".join(own + checks)])
+  header.append("settings, checks" if any(row[-1] for row in rows) else "")
+  widths = [max(len(row[i]) for row in rows + [header]) for i in range(len(header))]
+  lines = []
+  for row in [header] + rows:
+    cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:-1], widths[1:-1])]
+    lines.append(("  ".join(cells) + "  " + row[-1]).rstrip())
+  return "\n".join(lines)
 
 
 def define_workload_flags(batch_size, batch_size_help, iterations, iterations_help,
@@ -25,6 +136,7 @@ def define_workload_flags(batch_size, batch_size_help, iterations, iterations_he
   flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
   flags.DEFINE_integer("num_layers", 12, "Encoder layers (BERT-Base: 12).")
   flags.DEFINE_integer("iterations", iterations, iterations_help)
+  flags.DEFINE_integer("matmul_size", 4096, "Side of the square matrices of the matmul peak.")
   if not dtype_flag:
     return
   flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
@@ -150,13 +262,17 @@ def hf_config(config):
   return {k: v for k, v in config.to_dict().items() if k in MINILM_L6}
 
 
-def run_json_script(python, script, *args, env=None, failure="measurement failed"):
-  """`python -c script *args` without PYTHONPATH (another interpreter must not import this
-  checkout), with `env` added; the JSON of its last output line. Exits if it fails."""
+def run_side(python, side, command, arguments, failure="measurement failed", env=None,
+             first_on_path=None, cwd=None):
+  """`python -m benchmarks.sides.<side> <command> <arguments as JSON>`: the checkout's root
+  (after `first_on_path`, if given) is the process's only PYTHONPATH, so that it imports the
+  sides but nothing installed in this interpreter; `env` is added to its environment. Returns
+  the JSON of its last output line; exits with its stderr's tail if it fails."""
   environment = dict(os.environ, **(env or {}))
-  environment.pop("PYTHONPATH", None)
-  result = subprocess.run([python, "-c", script, *args], capture_output=True, text=True,
-                          env=environment)
+  environment["PYTHONPATH"] = os.pathsep.join(p for p in (first_on_path, ROOT) if p)
+  result = subprocess.run([python, "-m", "benchmarks.sides." + side, command,
+                           json.dumps(arguments)], capture_output=True, text=True,
+                          env=environment, cwd=cwd)
   if result.returncode:
     sys.exit("%s:\n%s" % (failure, result.stderr[-3000:]))
   return json.loads(result.stdout.strip().splitlines()[-1])
@@ -170,40 +286,6 @@ def forward_flops(config, batch, seq):
   return batch * config.num_hidden_layers * (seq * per_token_dense + attention)
 
 
-# latency_stats as source text: the timing loops run in other interpreters too (a plain
-# TensorFlow process, the peers' virtualenvs), which cannot import this module.
-LATENCY_STATS_SOURCE = r'''
-import statistics
-
-def latency_stats(seconds, items):
-  """p50/p99 milliseconds and items per second of a list of request times in seconds."""
-  seconds = sorted(seconds)
-  median = statistics.median(seconds)
-  return {"p50_ms": 1000 * median,
-          "p99_ms": 1000 * seconds[min(len(seconds) - 1, int(0.99 * len(seconds)))],
-          "per_second": items / median}
-'''
-
-
-# best_seconds as source text too: the peers' forward passes are timed by the same loop.
-BEST_SECONDS_SOURCE = r'''
-import time
-
-def best_seconds(fn, repeats):
-  """Fastest of `repeats` calls (after one warm-up call): the machine's capability."""
-  fn()
-  best = float("inf")
-  for _ in range(repeats):
-    start = time.perf_counter()
-    fn()
-    best = min(best, time.perf_counter() - start)
-  return best
-'''
-_namespace = {}
-exec(BEST_SECONDS_SOURCE, _namespace)  # pylint: disable=exec-used  (the text above, run here)
-best_seconds = _namespace["best_seconds"]
-
-
 def matmul_peak_gflops(n=4096, repeats=5, dtype="float32"):
   """GFLOP/s of one large square matmul in `dtype`, best of `repeats`: the fair peak of a
   workload in that type (bfloat16 runs at several times float32's speed where the CPU has
@@ -211,10 +293,4 @@ def matmul_peak_gflops(n=4096, repeats=5, dtype="float32"):
   a = tf.cast(tf.random.normal((n, n)), dtype)
   b = tf.cast(tf.random.normal((n, n)), dtype)
   matmul = tf.function(lambda x, y: tf.matmul(x, y))
-  return 2 * n ** 3 / best_seconds(lambda: matmul(a, b).numpy(), repeats) / 1e9
-
-
-def cpu_info():
-  """The CPU that gave a figure: every benchmark prints it (bert_tf.cpu.describe)."""
-  from bert_tf import cpu
-  return cpu.describe()
+  return 2 * n ** 3 / timing.best_seconds(lambda: matmul(a, b).numpy(), repeats) / 1e9

@@ -1,6 +1,6 @@
 """Parity of a real Hugging Face BERT folder in bert_tf: convert it, run it, compare the numbers.
 
-    python benchmarks/hf_parity.py --hf_model_dir=/path/to/all-MiniLM-L6-v2 \
+    python -m benchmarks.hf_parity --hf_model_dir=/path/to/all-MiniLM-L6-v2 \
         [--hf_python=/path/to/venv/bin/python] [--batch_size=8] [--max_seq_length=64]
 
 Converts the folder to Google's layout (as convert_checkpoint.py --to=google does), loads
@@ -8,29 +8,26 @@ that into bert_tf's BertModel and runs sentence pairs from data/pretraining_corp
 (tokenized with the folder's vocab.txt and tokenizer_config.json casing, packed as the
 runners pack them). Prints the max abs difference of sequence_output (real positions) and
 pooled_output against:
-  - the numpy float64 forward pass of the folder's state dict from
-    tests/test_hf_checkpoints.py (hidden_act "gelu" or "gelu_new");
+  - the numpy float64 forward pass of the folder's state dict (benchmarks/numpy_bert.py;
+    hidden_act "gelu" or "gelu_new");
   - with --hf_python, a Python with torch + transformers: transformers' own BertModel
     loaded with from_pretrained, in that interpreter, on the same ids; and the same for
     the folder bert_tf writes back (google -> hf), with the missing / unexpected keys
     transformers reports for it.
-It also checks that hf -> google -> hf gives back every weight bit for bit. Opt-in: the
-tests never run it (it needs a real model folder).
+It also checks that hf -> google -> hf gives back every weight bit for bit. Made for a real
+model folder; tests/test_benchmarks.py runs it on a tiny one. Prints figures only
+(common.Results).
 """
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.join(REPO, "tests"))
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import numpy as np
+from absl import app, flags
 
-import bert_tf  # noqa: E402,F401
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from benchmarks import common, numpy_bert
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("hf_model_dir", None, "A Hugging Face BERT folder (config.json, "
@@ -39,38 +36,18 @@ flags.DEFINE_string("hf_python", None, "A Python with torch + transformers, for 
                     "against transformers' own outputs.")
 flags.DEFINE_integer("batch_size", 8, "Sentence pairs in the batch.")
 flags.DEFINE_integer("max_seq_length", 64, "Packed length (the batch is padded to it).")
-
-# Runs in --hf_python: transformers' BertModel on the saved inputs.
-HF_SIDE = r'''
-import json, sys
-import numpy as np, torch, transformers
-folder, inputs, output = sys.argv[1:4]
-data = np.load(inputs)
-try:
-  model, info = transformers.BertModel.from_pretrained(folder, output_loading_info=True,
-                                                       attn_implementation="eager")
-except TypeError:
-  model, info = transformers.BertModel.from_pretrained(folder, output_loading_info=True)
-model.eval()
-with torch.no_grad():
-  out = model(input_ids=torch.tensor(data["ids"], dtype=torch.long),
-              attention_mask=torch.tensor(data["mask"], dtype=torch.long),
-              token_type_ids=torch.tensor(data["types"], dtype=torch.long))
-np.savez(output, sequence_output=out.last_hidden_state.float().numpy(),
-         pooled_output=out.pooler_output.float().numpy())
-print(json.dumps({"missing": sorted(info.get("missing_keys", [])),
-                  "unexpected": sorted(info.get("unexpected_keys", [])),
-                  "transformers": transformers.__version__}))
-'''
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 
 def _inputs(folder, batch_size, max_seq_length):
+  """Consecutive lines of data/pretraining_corpus.txt as pairs, tokenized with the folder's
+  vocabulary and casing, packed as the runners pack them: (ids, mask, types) int32."""
   from bert_tf import hf_checkpoints, packing, tokenization
   casing = hf_checkpoints.read_tokenizer_config(folder)
   tokenizer = tokenization.FullTokenizer(os.path.join(folder, "vocab.txt"),
                                          casing["do_lower_case"], casing["strip_accents"])
-  lines = [l.strip() for l in open(os.path.join(REPO, "data", "pretraining_corpus.txt"))
-           if l.strip()]
+  with open(os.path.join(common.ROOT, "data", "pretraining_corpus.txt"), encoding="utf-8") as f:
+    lines = [line.strip() for line in f if line.strip()]
   packed = [packing.pack_tokens(tokenizer.tokenize(lines[2 * i]),
                                 tokenizer.tokenize(lines[2 * i + 1]), max_seq_length, tokenizer)
             for i in range(batch_size)]
@@ -79,20 +56,20 @@ def _inputs(folder, batch_size, max_seq_length):
           np.array([p.segment_ids for p in packed], np.int32))
 
 
-def _diffs(ours, theirs, mask):
+def _differences(ours, theirs, mask):
+  """The row's figures: max abs difference of each output (sequence_output at real tokens)."""
   real = mask.astype(bool)
-  return {"sequence_output": float(np.abs(ours["sequence_output"][real] -
-                                          theirs["sequence_output"][real]).max()),
-          "pooled_output": float(np.abs(ours["pooled_output"] - theirs["pooled_output"]).max())}
+  return {"sequence_output max |d|": (float(np.abs(
+              ours["sequence_output"][real] - theirs["sequence_output"][real]).max()), ""),
+          "pooled_output max |d|": (float(np.abs(
+              ours["pooled_output"] - theirs["pooled_output"]).max()), "")}
 
 
 def _transformers_side(folder, inputs_path, work):
   output = os.path.join(work, "hf_out_%d.npz" % abs(hash(folder)))
-  result = subprocess.run([FLAGS.hf_python, "-c", HF_SIDE, folder, inputs_path, output],
-                          capture_output=True, text=True)
-  if result.returncode:
-    raise RuntimeError("transformers side failed:\n" + result.stderr[-3000:])
-  info = json.loads(result.stdout.strip().splitlines()[-1])
+  info = common.run_side(FLAGS.hf_python, "hf", "parity",
+                         {"folder": folder, "inputs": inputs_path, "output": output},
+                         failure="transformers side failed")
   loaded = np.load(output)
   return {k: loaded[k] for k in loaded.files}, info
 
@@ -103,7 +80,6 @@ def main(_):
   from bert_tf import checkpoints, conversion, hf_checkpoints
   from bert_tf.config import BertConfig
   from bert_tf.modeling import BertModel
-  from test_hf_checkpoints import HF_ACTIVATIONS, numpy_reference_forward
 
   folder = FLAGS.hf_model_dir
   with open(os.path.join(folder, "config.json")) as f:
@@ -119,9 +95,13 @@ def main(_):
   with tempfile.TemporaryDirectory() as work:
     prefix, hf = conversion.convert_to_google(folder, os.path.join(work, "google"))
     config = BertConfig.from_json_file(os.path.join(work, "google", "bert_config.json"))
-    print("%s: %d layers, hidden %d, HF hidden_act %r -> bert_tf %r, heads: %s" %
-          (folder, config.num_hidden_layers, config.hidden_size, hf_config["hidden_act"],
-           config.hidden_act, ", ".join(hf.heads) or "none"))
+    results = common.Results("hf_parity", {
+        "folder": folder, "layers": config.num_hidden_layers, "hidden": config.hidden_size,
+        "batch_size": FLAGS.batch_size, "max_seq_length": FLAGS.max_seq_length})
+    results.note("HF hidden_act %r -> bert_tf %r, heads: %s; inputs: sentence pairs of "
+                 "data/pretraining_corpus.txt; max |d|: largest absolute difference from "
+                 "bert_tf's output (sequence_output at real tokens)" %
+                 (hf_config["hidden_act"], config.hidden_act, ", ".join(hf.heads) or "none"))
     encoder = BertModel(config)
     checkpoints.load_checkpoint(prefix, encoder)
     out = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
@@ -135,25 +115,29 @@ def main(_):
                                             "token_type_ids"))]
     same = sorted(written) == sorted(k for k in state if k not in tied) and all(
         np.array_equal(written[k], np.asarray(state[k], written[k].dtype)) for k in written)
-    print("hf -> google -> hf: %d weights, bit-identical: %s" % (len(written), same))
 
-    if hf_config["hidden_act"] in HF_ACTIVATIONS:
-      reference = numpy_reference_forward(state, hf_config, ids, mask, types)
-      print("bert_tf vs numpy float64 reference: max abs diff %s" %
-            _diffs(ours, reference, mask))
+    if hf_config["hidden_act"] in numpy_bert.ACTIVATIONS:
+      reference = numpy_bert.encoder_outputs(state, hf_config, ids, mask, types)
+      results.add("numpy float64 reference", _differences(ours, reference, mask))
     else:
-      print("numpy reference skipped (hidden_act %r)" % hf_config["hidden_act"])
+      results.note("numpy reference skipped (hidden_act %r)" % hf_config["hidden_act"])
 
     if FLAGS.hf_python:
       inputs_path = os.path.join(work, "inputs.npz")
       np.savez(inputs_path, ids=ids, mask=mask, types=types)
       theirs, info = _transformers_side(folder, inputs_path, work)
-      print("bert_tf vs transformers %s (source folder): max abs diff %s" %
-            (info["transformers"], _diffs(ours, theirs, mask)))
+      results.add("transformers, source folder", _differences(ours, theirs, mask),
+                  {"version": info["version"]})
       theirs_back, info_back = _transformers_side(back, inputs_path, work)
-      print("transformers on bert_tf's written folder: missing keys %s, unexpected keys %s; "
-            "vs bert_tf: max abs diff %s" % (info_back["missing"], info_back["unexpected"],
-                                             _diffs(ours, theirs_back, mask)))
+      results.add("transformers, bert_tf's written folder",
+                  _differences(ours, theirs_back, mask), {"version": info_back["version"]},
+                  {"no missing keys": not info_back["missing"]})
+      results.note("transformers on bert_tf's written folder: missing keys %s, unexpected keys "
+                   "%s (a BertModel leaves the heads' weights unused)" %
+                   (info_back["missing"], info_back["unexpected"]))
+    results.add("hf -> google -> hf", {"weights": (len(written), "")},
+                checks={"bit-identical": same})
+  results.report()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Where an encoder forward pass spends its time, by TensorFlow op type: matmuls against the rest.
 
-    python benchmarks/op_profile.py [--precisions=float32,bfloat16] [--batch_size=8]
+    python -m benchmarks.op_profile [--precisions=float32,bfloat16] [--batch_size=8]
         [--seq_length=128] [--bert_config_file=bert_config.json | --num_layers=6] [--top=12]
 
 Builds the encoder (MiniLM-L6's shape unless --bert_config_file, random weights) as
@@ -12,25 +12,23 @@ matmul kernels (MatMul, BatchMatMul and their oneDNN forms) and all other ops. T
 ops (casts, LayerNorm's reductions, softmax, transposes, elementwise work not fused into a
 matmul) are memory-bound passes: where a CPU's matmuls are fast (bfloat16 on AMX), they
 decide the speed, so this is the table to read on such a machine.
-Summed kernel times exceed the wall time when ops run in parallel. Prints figures only.
+Summed kernel times exceed the wall time when ops run in parallel. Prints figures only
+(common.Results).
 """
 
 import collections
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # noqa: E402
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+from absl import app, flags
+import numpy as np
+import tensorflow as tf
 
-import bert_tf  # noqa: E402,F401  (TensorFlow environment defaults)
-from absl import app, flags  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from benchmarks import common  # noqa: E402
-from bert_tf import precision  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.modeling import BertModel  # noqa: E402
+from benchmarks import common
+from bert_tf import precision
+from bert_tf.config import BertConfig
+from bert_tf.modeling import BertModel
 
 FLAGS = flags.FLAGS
 common.define_workload_flags(8, "Sequences per forward pass.", 3, "Traced forward passes.",
@@ -86,32 +84,40 @@ def op_times(config, name):
 
 
 def main(_):
-  print("CPU: %s" % common.cpu_info())
   precisions, skipped = common.selected_precisions()
   if FLAGS.bert_config_file:
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
   else:
     config = BertConfig(**dict(common.MINILM_L6, num_hidden_layers=FLAGS.num_layers))
-  print("encoder: L=%d H=%d A=%d I=%d, batch %d x seq %d, graph mode, TF_ENABLE_ONEDNN_OPTS=%s"
-        % (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
-           config.intermediate_size, FLAGS.batch_size, FLAGS.seq_length,
-           os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")))
+  results = common.Results("op_profile", {
+      "layers": config.num_hidden_layers, "hidden": config.hidden_size,
+      "heads": config.num_attention_heads, "intermediate": config.intermediate_size,
+      "batch_size": FLAGS.batch_size, "seq_length": FLAGS.seq_length, "mode": "graph",
+      "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset"),
+      "iterations": FLAGS.iterations})
   if skipped:
-    print(skipped)
+    results.note(skipped)
   if "int8" in precisions:  # Keras quantizes the weights with numpy, which a TF1 graph lacks
-    print("int8: skipped: its weights are quantized eagerly, this profile traces a TF1 graph")
+    results.note("int8: skipped: its weights are quantized eagerly, this profile traces a TF1 "
+                 "graph")
     precisions = [p for p in precisions if p != "int8"]
+  results.note("kernel times summed per pass over a pass's ops (median of the traced passes); "
+               "matmuls: MatMul, BatchMatMul and their oneDNN forms; then the --top=%d op "
+               "types of each precision" % FLAGS.top)
+  op_rows = []
   for name in precisions:
     times, wall = op_times(config, name)
     total = sum(times.values())
     matmul = sum(t for k, t in times.items() if is_matmul(k))
-    print("\n%s: wall %.1f ms a pass; summed kernel time %.1f ms = matmuls %.1f ms (%.0f%%) + "
-          "other ops %.1f ms (%.0f%%)" % (name, wall, total / 1000, matmul / 1000,
-                                          100 * matmul / total, (total - matmul) / 1000,
-                                          100 * (total - matmul) / total))
-    print("  %-28s %10s %7s" % ("op type", "ms/pass", "share"))
+    results.add(name, {"wall": (wall, "ms/pass"), "kernels": (total / 1000, "ms/pass"),
+                       "matmuls": (matmul / 1000, "ms/pass"),
+                       "matmul share": (100 * matmul / total, "%"),
+                       "other ops": ((total - matmul) / 1000, "ms/pass")})
     for kind, t in sorted(times.items(), key=lambda kv: -kv[1])[:FLAGS.top]:
-      print("  %-28s %10.2f %6.1f%%" % (kind, t / 1000, 100 * t / total))
+      op_rows.append(("%s %s" % (name, kind), t, total))
+  for row, t, total in op_rows:
+    results.add(row, {"kernel time": (t / 1000, "ms/pass"), "share": (100 * t / total, "%")})
+  results.report()
 
 
 if __name__ == "__main__":

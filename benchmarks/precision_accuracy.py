@@ -1,12 +1,12 @@
 """Accuracy cost of the bfloat16 and int8 inference paths on a fine-tuned classifier.
 
     # 1. Reuters-21578 ModApte (columns `grain corn text`) -> SST-2 layout for run_classifier:
-    python benchmarks/precision_accuracy.py --prepare_dir=DATA \\
+    python -m benchmarks.precision_accuracy --prepare_dir=DATA \\
         --reuters_train=reuters21578_modapte_train.tsv \\
         --reuters_test=reuters21578_modapte_test.tsv --label_column=grain
     # 2. fine-tune in float32: python run_classifier.py --task_name=sst-2 --data_dir=DATA ...
     # 3. compare the precisions on the labelled test set:
-    python benchmarks/precision_accuracy.py --checkpoint=OUTPUT_DIR \\
+    python -m benchmarks.precision_accuracy --checkpoint=OUTPUT_DIR \\
         --bert_config_file=... --vocab_file=... --test_file=DATA/dev.tsv \\
         [--precisions=float32,bfloat16,int8] [--int8_keep_float32=pooler ...] \\
         [--export_dir=EXPORT_DIR]   # run_classifier --export_dir of the same run: adds LiteRT
@@ -28,7 +28,8 @@ benchmarks for timings).
 reference of the next rows), and the LiteRT .tflite files bert_tf.litert_export converts from it,
 float32 and int8 (dynamic range), each scored one document a call as LiteRT serves, the request
 cut to its real length. Then one request's p50/p99 of the three on the first test documents,
-in a fresh process with one thread each (as a small serving host runs them).
+in a fresh process with one thread each (as a small serving host runs them). Prints figures
+only (common.Results).
 """
 
 import os
@@ -38,13 +39,12 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+from absl import flags
 
-import bert_tf  # noqa: E402,F401
-from absl import flags  # noqa: E402
-
-from bert_tf import cli  # noqa: E402
-from bert_tf.errors import UserInputError  # noqa: E402
+from benchmarks import common
+from bert_tf import cli
+from bert_tf.errors import UserInputError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("prepare_dir", None,
@@ -86,6 +86,7 @@ flags.DEFINE_string("litert_dir", None,
                     "folder, removed at the end).")
 flags.DEFINE_integer("latency_requests", 100,
                      "With --export_dir: the test documents timed as single requests.")
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 
 def prepare_sst2_layout(train_file, test_file, label_column, output_dir):
@@ -212,42 +213,6 @@ def predict_probabilities(model, features, batch_size):
   return np.concatenate(outputs)[:total], warm_up, time.perf_counter() - start
 
 
-# One request at a time in a fresh process, one thread for TensorFlow and for LiteRT, the
-# three models in turn on each request (load on a shared host falls on all of them alike).
-LATENCY_SCRIPT = r'''
-import json, sys, time
-import numpy as np
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (nothing of bert_tf: a plain serving process)
-from ai_edge_litert.interpreter import Interpreter
-tf.config.threading.set_inter_op_parallelism_threads(1)
-tf.config.threading.set_intra_op_parallelism_threads(1)
-requests_file, export_dir, files, names = sys.argv[1:5]
-data = np.load(requests_file)
-requests = [{name: data[name][i:i + 1, :int(data["input_mask"][i].sum())]
-             for name in ("input_word_ids", "input_mask", "input_type_ids")}
-            for i in range(len(data["input_mask"]))]
-serve = tf.saved_model.load(export_dir).signatures["serve_ids"]
-calls = {"savedmodel float32": lambda r: tf.nn.softmax(
-    serve(**{k: tf.constant(v) for k, v in r.items()})["logits"], axis=-1).numpy()}
-for name, path in json.loads(files).items():
-  runner = Interpreter(model_path=path, num_threads=1).get_signature_runner("serve_ids")
-  calls[name] = lambda r, runner=runner: runner(**r)["probabilities"]
-names = json.loads(names)
-seconds = {name: [] for name in names}
-for name in names:
-  calls[name](requests[0])  # warm-up (tracing, tensor allocation)
-for request in requests:
-  for name in names:
-    start = time.perf_counter()
-    calls[name](request)
-    seconds[name].append(time.perf_counter() - start)
-result = {name: latency_stats(seconds[name], 1) for name in names}
-result["lengths"] = sorted(len(r["input_mask"][0]) for r in requests)
-print(json.dumps(result))
-'''
-
-
 def check_export(export_dir, max_seq_length, do_lower_case):
   """The export's metadata, if it classifies 2 labels from the features this script packs."""
   from bert_tf import litert_export
@@ -320,20 +285,17 @@ def convert_litert(export_dir, folder):
 def single_request_latency(export_dir, files, features, requests):
   """{row name: latency_stats} of one request (the first `requests` test documents, each cut
   to its length), timed in a fresh process: the SavedModel's serve_ids and each .tflite."""
-  import json
-  import tempfile
   import numpy as np
-  from benchmarks import common
   count = min(requests, len(features["input_word_ids"]))
   with tempfile.TemporaryDirectory(prefix="precision_accuracy_") as folder:
     requests_file = os.path.join(folder, "requests.npz")
     np.savez(requests_file, **{name: values[:count] for name, values in features.items()})
     names = ["savedmodel float32"] + list(files)
-    return common.run_json_script(
-        sys.executable, common.LATENCY_STATS_SOURCE + LATENCY_SCRIPT, requests_file,
-        export_dir, json.dumps({name: path for name, (path, _) in files.items()}),
-        json.dumps(names), env={"TF_ENABLE_ONEDNN_OPTS": "1"},
-        failure="timing the single requests failed")
+    return common.run_side(
+        sys.executable, "litert", "requests",
+        {"requests_file": requests_file, "export_dir": export_dir,
+         "files": {name: path for name, (path, _) in files.items()}, "names": names},
+        env={"TF_ENABLE_ONEDNN_OPTS": "1"}, failure="timing the single requests failed")
 
 
 def scores(probabilities, labels):
@@ -345,19 +307,25 @@ def scores(probabilities, labels):
   return float((predictions == labels).mean()), f1
 
 
+def prepare(report):
+  """--prepare_dir: the Reuters TSVs in the SST-2 layout, a row per file written."""
+  cli.require_flags(FLAGS, "reuters_train", "reuters_test")
+  counts = prepare_sst2_layout(FLAGS.reuters_train, FLAGS.reuters_test, FLAGS.label_column,
+                               FLAGS.prepare_dir)
+  report.settings.update(label_column=FLAGS.label_column)
+  for name, (rows, positives) in counts.items():
+    report.add(os.path.join(FLAGS.prepare_dir, name), {"documents": (rows, ""),
+                                                       "positives": (positives, "")})
+  report.report()
+
+
 def main(_):
+  report = common.Results("precision_accuracy")
   if FLAGS.prepare_dir:
-    cli.require_flags(FLAGS, "reuters_train", "reuters_test")
-    counts = prepare_sst2_layout(FLAGS.reuters_train, FLAGS.reuters_test, FLAGS.label_column,
-                                 FLAGS.prepare_dir)
-    for name, (rows, positives) in counts.items():
-      print("%s: %d documents, %d with %s=1" % (os.path.join(FLAGS.prepare_dir, name), rows,
-                                                positives, FLAGS.label_column))
-    return
+    return prepare(report)
   cli.require_flags(FLAGS, "checkpoint", "bert_config_file", "vocab_file", "test_file")
   from bert_tf import checks, precision
   from bert_tf.config import BertConfig
-  from benchmarks import common
   precisions = [precision.check(p) for p in FLAGS.precisions]
   precisions = ["float32"] + [p for p in dict.fromkeys(precisions) if p != "float32"]
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
@@ -366,53 +334,57 @@ def main(_):
   features, labels = read_test_set(FLAGS.test_file, tokenizer, FLAGS.max_seq_length)
   model, checkpoint = load_classifier(config, FLAGS.checkpoint)
   check_keep_patterns(FLAGS.int8_keep_float32 or (), model)
-  print(common.cpu_info())
-  print("checkpoint %s; %d test documents (%d positive), max_seq_length %d, batch %d" %
-        (checkpoint, len(labels), int((labels == 1).sum()), FLAGS.max_seq_length,
-         FLAGS.batch_size))
+  report.settings.update(checkpoint=checkpoint, test_documents=len(labels),
+                         positives=int((labels == 1).sum()),
+                         max_seq_length=FLAGS.max_seq_length, batch_size=FLAGS.batch_size)
+  report.note("d_*: in points against the reference row (float32; the LiteRT rows: the "
+              "SavedModel); agree: predicted labels equal to the reference's; |dp|: of P(label "
+              "1); warm-up: the first batch, tracing included; run: the whole test set after it")
   runs = [(name, lambda name=name: precision.for_inference(model, name)) for name in precisions]
   for keep in FLAGS.int8_keep_float32 or ():
     runs.append(("int8 but %s" % keep, lambda keep=keep: quantized_except(
         config, FLAGS.checkpoint, keep)))
   if FLAGS.export_dir:
     check_export(FLAGS.export_dir, FLAGS.max_seq_length, FLAGS.do_lower_case)
-  width = max([len(name) for name, _ in runs] + [len("savedmodel float32")])
-  print("%-*s %8s %7s %9s %8s %8s %9s %9s %9s %8s" % (
-      width, "precision", "accuracy", "F1", "d_acc_pt", "d_F1_pt", "agree_%", "max|dp|",
-      "mean|dp|", "warmup_s", "run_s"))
   reference = None
   for name, make_model in runs:
-    row = print_row(name, width, predict_probabilities(make_model(), features,
-                                                       FLAGS.batch_size), labels, reference)
+    row = add_row(report, name, predict_probabilities(make_model(), features, FLAGS.batch_size),
+                  labels, reference)
     reference = reference or row
-  if not FLAGS.export_dir:
-    return
-  # The served forms: the SavedModel against the model above, LiteRT against the SavedModel.
-  served = print_row("savedmodel float32", width, savedmodel_probabilities(
+  if FLAGS.export_dir:
+    served_forms(report, features, labels, reference)
+  report.report()
+
+
+def served_forms(report, features, labels, reference):
+  """The SavedModel's rows against the model's, LiteRT's against the SavedModel, and one
+  request's latency of each."""
+  served = add_row(report, "savedmodel float32", savedmodel_probabilities(
       FLAGS.export_dir, features, FLAGS.batch_size), labels, reference)
   folder = FLAGS.litert_dir or tempfile.mkdtemp(prefix="precision_accuracy_litert_")
   try:
     files = convert_litert(FLAGS.export_dir, folder)
-    print("LiteRT rows against the SavedModel float32, one document a call, cut to its length:")
     for name, (path, _) in files.items():
-      print_row(name, width, litert_probabilities(path, features), labels, served)
+      add_row(report, name, litert_probabilities(path, features), labels, served)
     latency = single_request_latency(FLAGS.export_dir, files, features, FLAGS.latency_requests)
   finally:
     if not FLAGS.litert_dir:
       shutil.rmtree(folder, ignore_errors=True)
   lengths = latency.pop("lengths")
-  print("one request, 1 thread each (fresh process; first %d test documents, %d-%d tokens, "
-        "median %d):" % (len(lengths), lengths[0], lengths[-1], lengths[len(lengths) // 2]))
+  report.note("LiteRT rows: against the SavedModel float32, one document a call, cut to its "
+              "length. One request rows: 1 thread each, in a fresh process; the first %d test "
+              "documents, %d-%d tokens, median %d" %
+              (len(lengths), lengths[0], lengths[-1], lengths[len(lengths) // 2]))
   sizes = {name: size for name, (_, size) in files.items()}
   for name, stats in latency.items():
-    print("  %-*s p50 %6.1f ms  p99 %6.1f ms%s" % (
-        width, name, stats["p50_ms"], stats["p99_ms"],
-        "  (%.1f MB)" % sizes[name] if name in sizes else ""))
+    report.add("one request, " + name, {"p50": (stats["p50_ms"], "ms"),
+                                        "p99": (stats["p99_ms"], "ms"),
+                                        "size": (sizes.get(name), "MB")})
 
 
-def print_row(name, width, row, labels, reference):
-  """Prints one row, (probabilities, warm-up s, run s), against `reference` (another row's
-  return value; None: itself), then each document whose label it changed; returns (name,
+def add_row(report, name, row, labels, reference):
+  """Adds one row, (probabilities, warm-up s, run s), against `reference` (another row's return
+  value; None: itself), and a note for each document whose label it changed; returns (name,
   probabilities, accuracy, F1)."""
   import numpy as np
   probabilities, warm_up, seconds = row
@@ -420,15 +392,19 @@ def print_row(name, width, row, labels, reference):
   reference_name, reference_probabilities, reference_accuracy, reference_f1 = reference or this
   delta = np.abs(probabilities[:, 1] - reference_probabilities[:, 1])
   changed = np.flatnonzero(probabilities.argmax(-1) != reference_probabilities.argmax(-1))
-  print("%-*s %8.4f %7.4f %+9.2f %+8.2f %8.2f %9.2e %9.2e %9.1f %8.1f" % (
-      width, name, this[2], this[3], 100 * (this[2] - reference_accuracy),
-      100 * (this[3] - reference_f1), 100 * (1 - len(changed) / len(labels)), delta.max(),
-      delta.mean(), warm_up, seconds), flush=True)
+  report.add(name, {
+      "accuracy": (this[2], ""), "F1": (this[3], ""),
+      "d_acc": (100 * (this[2] - reference_accuracy), "pt"),
+      "d_F1": (100 * (this[3] - reference_f1), "pt"),
+      "agree": (100 * (1 - len(changed) / len(labels)), "%"),
+      "max |dp|": (float(delta.max()), ""), "mean |dp|": (float(delta.mean()), ""),
+      "warm-up": (warm_up, "s"), "run": (seconds, "s")}, {"reference": reference_name})
   for index in changed:  # how close to the boundary the reference was where the label changed
-    print("  %s changes document %d (label %d): P(1) %.4f in %s, %.4f here" %
-          (name, index + 1, labels[index], reference_probabilities[index, 1], reference_name,
-           probabilities[index, 1]))
+    report.note("%s changes document %d (label %d): P(1) %.4f in %s, %.4f here" %
+                (name, index + 1, labels[index], reference_probabilities[index, 1],
+                 reference_name, probabilities[index, 1]))
   return this
+
 
 if __name__ == "__main__":
   cli.run(main)

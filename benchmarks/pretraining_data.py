@@ -1,32 +1,30 @@
 """Speed of create_pretraining_data: bert_tf against the original google-research/bert.
 
-    python benchmarks/pretraining_data.py --input_file=corpus.txt --vocab_file=vocab.txt \
+    python -m benchmarks.pretraining_data --input_file=corpus.txt --vocab_file=vocab.txt \
         [--original_dir=/path/to/google-research/bert]
 
 Times bert_tf's faithful path (whole corpus in memory, same records as the original)
 stage by stage. With --original_dir (a checkout of google-research/bert, which this
 project does not ship), it also runs the original script unmodified on TensorFlow 2
 through `tf.compat.v1` in a subprocess, checks that both wrote the same parsed
-records, and prints the speed-up. Prints figures only.
+records, and prints the speed-up. Prints figures only (common.Results).
 """
 
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+from absl import app, flags
+import tensorflow as tf
 
-import bert_tf  # noqa: E402,F401
-from absl import app, flags  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from bert_tf import example_codec, pretraining_data, tokenization  # noqa: E402
+from benchmarks import common
+from bert_tf import example_codec, pretraining_data, tokenization
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input_file", None, "Corpus: one sentence per line, blank line between documents.")
+flags.DEFINE_string("input_file", None,
+                    "Corpus: one sentence per line, blank line between documents.")
 flags.DEFINE_string("vocab_file", None, "WordPiece vocab.")
 flags.DEFINE_string("original_dir", None, "Checkout of google-research/bert to compare against.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case input.")
@@ -35,30 +33,14 @@ flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
 flags.DEFINE_integer("dupe_factor", 5, "Passes over the corpus.")
 flags.DEFINE_integer("random_seed", 12345, "Seed.")
-
-# Runs the original script with TF1 names served by tf.compat.v1 and a minimal `six`.
-_ORIGINAL_SHIM = r"""
-import sys, types, time
-import tensorflow as tf
-six = types.ModuleType("six")
-six.PY2, six.PY3, six.string_types = False, True, (str,)
-six.iteritems = lambda d: iter(d.items())
-sys.modules["six"] = six
-sys.modules["tensorflow"] = tf.compat.v1
-sys.path.insert(0, sys.argv[1])
-import create_pretraining_data as original
-start = time.perf_counter()
-try:
-  tf.compat.v1.app.run(original.main, argv=[sys.argv[0]] + sys.argv[2:])
-except SystemExit:
-  pass
-print("ORIGINAL_SECONDS %.3f" % (time.perf_counter() - start))
-"""
-
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 def _flags_list(output_file):
-  return ["--input_file=%s" % FLAGS.input_file, "--output_file=%s" % output_file,
-          "--vocab_file=%s" % FLAGS.vocab_file, "--do_lower_case=%s" % FLAGS.do_lower_case,
+  """The original's flags for the same run (absolute paths: it runs in its own folder)."""
+  return ["--input_file=%s" % os.path.abspath(FLAGS.input_file),
+          "--output_file=%s" % output_file,
+          "--vocab_file=%s" % os.path.abspath(FLAGS.vocab_file),
+          "--do_lower_case=%s" % FLAGS.do_lower_case,
           "--do_whole_word_mask=%s" % FLAGS.do_whole_word_mask,
           "--max_seq_length=%d" % FLAGS.max_seq_length,
           "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq,
@@ -70,6 +52,7 @@ def _parsed(path):
 
 
 def run_ours(output_file):
+  """(records written, seconds, {stage: seconds}) of bert_tf's faithful path."""
   stages = {}
   start = time.perf_counter()
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
@@ -89,32 +72,36 @@ def run_ours(output_file):
 
 
 def main(_):
+  results = common.Results("pretraining_data", {
+      "input_file": FLAGS.input_file, "dupe_factor": FLAGS.dupe_factor,
+      "max_seq_length": FLAGS.max_seq_length, "do_whole_word_mask": FLAGS.do_whole_word_mask})
   with tempfile.TemporaryDirectory() as tmp:
     ours_file = os.path.join(tmp, "ours.tfrecord")
     count, seconds, stages = run_ours(ours_file)
-    size = os.path.getsize(FLAGS.input_file) / 1e6
-    print("input: %s (%.2f MB), dupe_factor %d, seq %d" % (FLAGS.input_file, size,
-                                                          FLAGS.dupe_factor, FLAGS.max_seq_length))
-    print("bert_tf: %d records in %.2f s = %.0f records/s" % (count, seconds, count / seconds))
+    results.note("input: %.2f MB" % (os.path.getsize(FLAGS.input_file) / 1e6))
+    results.add("bert_tf", {"records": (count, ""), "time": (seconds, "s"),
+                            "throughput": (count / seconds, "records/s"),
+                            "speed-up": (None, "x")})
+    if FLAGS.original_dir:
+      original_file = os.path.join(tmp, "original.tfrecord")
+      original_dir = os.path.abspath(FLAGS.original_dir)
+      original = common.run_side(sys.executable, "original", "run",
+                                 {"argv": _flags_list(original_file)},
+                                 failure="the original failed", first_on_path=original_dir,
+                                 cwd=original_dir)["seconds"]
+      if not os.path.exists(original_file):
+        sys.exit("the original wrote no %s" % original_file)
+      same = _parsed(ours_file) == _parsed(original_file)
+      results.add("original google-research/bert", {
+          "records": (count, ""), "time": (original, "s"),
+          "throughput": (count / original, "records/s"),
+          "speed-up": (original / seconds, "x")}, checks={"identical parsed records": same})
+    else:
+      results.note("(pass --original_dir=<google-research/bert checkout> to time the original)")
+    results.note("speed-up: bert_tf's speed over the original's")
     for name, value in stages.items():
-      print("  %-20s %.2f s" % (name, value))
-    if not FLAGS.original_dir:
-      print("(pass --original_dir=<google-research/bert checkout> to time the original)")
-      return
-    original_file = os.path.join(tmp, "original.tfrecord")
-    result = subprocess.run(
-        [sys.executable, "-c", _ORIGINAL_SHIM, FLAGS.original_dir] + _flags_list(original_file),
-        capture_output=True, text=True)
-    marker = [l for l in result.stdout.splitlines() if l.startswith("ORIGINAL_SECONDS")]
-    if not marker or not os.path.exists(original_file):
-      print("the original failed:\n%s" % result.stderr[-3000:])
-      return
-    original_seconds = float(marker[0].split()[1])
-    same = _parsed(ours_file) == _parsed(original_file)
-    print("original: %d records in %.2f s = %.0f records/s" %
-          (count, original_seconds, count / original_seconds))
-    print("identical parsed records: %s" % same)
-    print("speed-up: %.2fx" % (original_seconds / seconds))
+      results.add("bert_tf " + name, {"stage time": (value, "s")})
+  results.report()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Speed of create_pretraining_data_beam.py against one create_pretraining_data.py job per file.
 
-    python benchmarks/pretraining_data_beam.py --input_file=corpus.txt --vocab_file=vocab.txt \
+    python -m benchmarks.pretraining_data_beam --input_file=corpus.txt --vocab_file=vocab.txt \
         [--num_files=8] [--workers=1,2] [--dupe_factor=10]
 
 Splits the corpus (one sentence per line, blank line between documents) at document
@@ -15,7 +15,7 @@ as separate processes and wall clock including start-up:
 It checks that every Beam run wrote the same multiset of parsed records as the
 sequential jobs, and prints times, records/s, speed-ups and each run's peak memory
 (its largest process, and all its processes together; sampled from Linux /proc every
-0.1 s). Prints figures only.
+0.1 s). Prints figures only (common.Results).
 """
 
 import collections
@@ -25,12 +25,12 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+from absl import app, flags
 
-import bert_tf  # noqa: E402,F401
-from absl import app, flags  # noqa: E402
+from benchmarks import common
 
+ROOT = common.ROOT
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", os.path.join(ROOT, "data", "pretraining_corpus.txt"),
                     "Corpus: one sentence per line, blank line between documents.")
@@ -41,6 +41,7 @@ flags.DEFINE_integer("dupe_factor", 10, "Passes over the corpus (the original's 
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of file 0.")
+flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 
 def split_corpus(path, folder, n):
@@ -66,7 +67,8 @@ def split_corpus(path, folder, n):
   return paths
 
 
-def common_flags():
+def shared_flags():
+  """The flags of every run, sequential and Beam."""
   return ["--vocab_file=%s" % FLAGS.vocab_file, "--dupe_factor=%d" % FLAGS.dupe_factor,
           "--max_seq_length=%d" % FLAGS.max_seq_length,
           "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq]
@@ -127,12 +129,12 @@ def main(_):
   with tempfile.TemporaryDirectory() as tmp:
     inputs = split_corpus(FLAGS.input_file, tmp, FLAGS.num_files)
     sizes = [os.path.getsize(p) / 1e6 for p in inputs]
-    print("corpus: %s (%.2f MB) split into %d files of %.2f-%.2f MB; dupe_factor %d, seq %d; "
-          "%d CPUs, load average %.2f" % (
-              FLAGS.input_file, os.path.getsize(FLAGS.input_file) / 1e6, len(inputs), min(sizes),
-              max(sizes), FLAGS.dupe_factor, FLAGS.max_seq_length, os.cpu_count(),
-              os.getloadavg()[0]))
-    rows = []
+    results = common.Results("pretraining_data_beam", {
+        "input_file": FLAGS.input_file, "num_files": len(inputs),
+        "dupe_factor": FLAGS.dupe_factor, "max_seq_length": FLAGS.max_seq_length})
+    results.note("corpus: %.2f MB split into files of %.2f-%.2f MB; %d CPUs, load average "
+                 "%.2f at the start" % (os.path.getsize(FLAGS.input_file) / 1e6, min(sizes),
+                                        max(sizes), os.cpu_count(), os.getloadavg()[0]))
     outputs = []
     log = os.path.join(tmp, "stderr.txt")
     sequential, peak = 0.0, (0.0, 0.0)
@@ -140,12 +142,12 @@ def main(_):
       outputs.append(os.path.join(tmp, "single-%03d.tfrecord" % i))
       seconds, *rss = run([python, os.path.join(ROOT, "create_pretraining_data.py"),
                           "--input_file=" + path, "--output_file=" + outputs[-1],
-                          "--random_seed=%d" % (FLAGS.random_seed + i), *common_flags()], log)
+                          "--random_seed=%d" % (FLAGS.random_seed + i), *shared_flags()], log)
       sequential += seconds
       peak = (max(peak[0], rss[0]), max(peak[1], rss[1]))
     want = records(outputs)
     count = sum(want.values())
-    rows.append(("sequential single-file jobs", sequential, peak, None))
+    rows = [("sequential single-file jobs", sequential, peak, {}, {})]
     for workers in FLAGS.workers:
       folder = os.path.join(tmp, "beam-%s" % workers)
       os.mkdir(folder)
@@ -153,22 +155,20 @@ def main(_):
                           "--input_file=" + os.path.join(tmp, "part-*.txt"),
                           "--output_file=" + os.path.join(folder, "examples"),
                           "--random_seed=%d" % FLAGS.random_seed,
-                          "--direct_num_workers=%s" % workers, *common_flags()], log)
+                          "--direct_num_workers=%s" % workers, *shared_flags()], log)
       shards = sorted(os.path.join(folder, f) for f in os.listdir(folder))
-      rows.append(("beam, %s worker%s (%d shard%s)" % (
-          workers, "" if workers == "1" else "s", len(shards), "" if len(shards) == 1 else "s"),
-                   seconds, rss, records(shards) == want))
-    print("%d records in every run\n" % count)
-    print("%-30s %8s %10s %9s %22s %s" % ("run", "seconds", "records/s", "speed-up",
-                                        "peak MB (1 process/all)", "same records"))
-    for name, seconds, rss, same in rows:
-      print("%-30s %8.2f %10.0f %8.2fx %22s %s" % (
-          name, seconds, count / seconds, sequential / seconds, "%.0f / %.0f" % tuple(rss),
-          "-" if same is None else same))
-    beam_rows = {r[0].split(",")[1].split()[0]: r[1] for r in rows[1:]}
-    if "1" in beam_rows and "2" in beam_rows:
-      print("\nbeam 2 workers vs 1: %.2fx" % (beam_rows["1"] / beam_rows["2"]))
-    print("load average after: %.2f" % os.getloadavg()[0])
+      rows.append(("beam, %s worker%s" % (workers, "" if workers == "1" else "s"), seconds, rss,
+                   {"shards": len(shards)}, {"same records": records(shards) == want}))
+    results.note("speed-up: over the sequential jobs; peak MB: of the run's largest process "
+                 "and of all its processes together; load average %.2f at the end" %
+                 os.getloadavg()[0])
+    for name, seconds, rss, settings, checks in rows:
+      results.add(name, {"records": (count, ""), "time": (seconds, "s"),
+                         "throughput": (count / seconds, "records/s"),
+                         "speed-up": (sequential / seconds, "x"),
+                         "peak 1 process": (rss[0], "MB"), "peak all": (rss[1], "MB")},
+                  settings, checks)
+  results.report()
 
 
 if __name__ == "__main__":

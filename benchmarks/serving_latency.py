@@ -1,6 +1,6 @@
 """Serving latency of a classifier SavedModel against its peers, at each inference precision.
 
-    python benchmarks/serving_latency.py [--bert_config_file=... --init_checkpoint=...]
+    python -m benchmarks.serving_latency [--bert_config_file=... --init_checkpoint=...]
         [--hf_python=/path/to/venv/bin/python --hf_model_dir=DIR]
         [--ort_python=/path/to/venv/bin/python] [--precisions=float32,int8]
         [--mediapipe_python=/path/to/mediapipe-venv/bin/python]
@@ -25,7 +25,7 @@ max_seq_length) and MediaPipe Tasks' TextClassifier answers the raw texts. Their
 are checked against the float32 SavedModel's on the timed texts.
 --hf_model_dir gives the peers the weights bert_tf reads through --init_checkpoint (the same
 HF folder). Without a checkpoint the model is MiniLM-L6-shaped (6 layers, hidden 384) with
-random weights. Prints figures only, with bert_tf's speed over each peer's.
+random weights. Prints figures only, with bert_tf's speed over each peer's (common.Results).
 """
 
 import json
@@ -34,14 +34,12 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+from absl import app, flags
 
-import bert_tf  # noqa: E402,F401
-from absl import app, flags  # noqa: E402
+from benchmarks import common, peers
 
-from benchmarks import common, peers  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = common.ROOT
 FLAGS = flags.FLAGS
 common.define_hf_comparison_flags(peers=True)
 common.define_precisions_flag()
@@ -68,128 +66,6 @@ flags.DEFINE_bool("litert", True, "Convert the float32 export to LiteRT float32 
                   "time them from raw text, as rows 'litert P' (--nolitert: no LiteRT and no "
                   "MediaPipe rows, and no conversions, which take minutes).")
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
-
-# Timing loop shared by both sides: `call(texts)` answers a list of strings.
-TIMING = common.LATENCY_STATS_SOURCE + r'''
-import json, sys, time
-
-def timings(call, texts, repeats):
-  call(texts)  # warm-up (and tracing)
-  seconds = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    call(texts)
-    seconds.append(time.perf_counter() - start)
-  return latency_stats(seconds, len(texts))
-
-def run_all(call, workload):
-  return {"short": timings(call, [workload["short"]], workload["requests"]),
-          "long": timings(call, [workload["long"]], max(1, workload["requests"] // 4)),
-          "batch32": timings(call, workload["batch"], workload["batches"])}
-'''
-
-TF_SIDE = TIMING + r'''
-import tensorflow as tf, tensorflow_text  # noqa: F401  (nothing else: a plain serving process)
-workload = json.load(open(sys.argv[1]))
-serve = tf.saved_model.load(sys.argv[2]).signatures["serving_default"]
-call = lambda texts: serve(text_a=tf.constant(texts))["probabilities"].numpy()
-result = run_all(call, workload)
-# The answers to the timed calls' texts, to check that a loader's settings move no number.
-result["probabilities"] = [row.tolist() for texts in ([workload["short"]], [workload["long"]],
-                                                      workload["batch"]) for row in call(texts)]
-result["version"] = "tensorflow " + tf.__version__
-print(json.dumps(result))
-'''
-
-HF_SIDE = TIMING + peers.MODEL_SOURCE + r'''
-workload_file, vocab, folder, threads, config_json, precision, lower, length = sys.argv[1:9]
-torch.set_num_threads(int(threads))
-workload = json.load(open(workload_file))
-tokenizer = transformers.BertTokenizerFast(vocab, do_lower_case=lower == "1")
-model, context = hf_precision(load_model(folder, config_json, "classifier"), precision)
-
-def call(texts):
-  with torch.inference_mode(), context():
-    inputs = tokenizer(texts, padding=True, truncation=True, max_length=int(length),
-                       return_tensors="pt")
-    return torch.softmax(model(**inputs).logits.float(), -1).numpy()
-
-result = run_all(call, workload)
-result["version"] = versions()
-print(json.dumps(result))
-'''
-
-# The ONNX export of the same classifier, with transformers' tokenizer (padding to the batch's
-# longest as above) and the softmax in numpy.
-ORT_SIDE = TIMING + peers.ORT_SESSION_SOURCE + r'''
-import numpy as np, transformers
-workload_file, vocab, path, threads, lower, length = sys.argv[1:7]
-workload = json.load(open(workload_file))
-tokenizer = transformers.BertTokenizerFast(vocab, do_lower_case=lower == "1")
-session = ort_session(path, int(threads))
-
-def call(texts):
-  inputs = tokenizer(texts, padding=True, truncation=True, max_length=int(length),
-                     return_tensors="np", return_token_type_ids=True)
-  logits = session.run(None, {k: inputs[k].astype(np.int64) for k in
-                              ("input_ids", "attention_mask", "token_type_ids")})[0]
-  exp = np.exp(logits - logits.max(-1, keepdims=True))
-  return exp / exp.sum(-1, keepdims=True)
-
-print(json.dumps(run_all(call, workload)))
-'''
-
-# A LiteRT file from raw text: bert_tf's own Python tokenizer (the SavedModel's tokenization,
-# without TensorFlow in the process), one request per call as the model takes, softmax inside.
-LITERT_SIDE = TIMING + r'''
-repo, workload_file, path, threads, vocab, lower, length = sys.argv[1:8]
-sys.path.insert(0, repo)
-import numpy as np
-import ai_edge_litert
-from ai_edge_litert.interpreter import Interpreter
-from bert_tf import tokenization  # pure Python: no TensorFlow
-workload = json.load(open(workload_file))
-tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=lower == "1")
-run = Interpreter(model_path=path, num_threads=int(threads)).get_signature_runner("serve_ids")
-
-def one(text):
-  tokens = ["[CLS]"] + tokenizer.tokenize(text)[:int(length) - 2] + ["[SEP]"]
-  ids = np.array([tokenizer.convert_tokens_to_ids(tokens)], np.int32)
-  return run(input_word_ids=ids, input_mask=np.ones_like(ids),
-             input_type_ids=np.zeros_like(ids))["probabilities"][0]
-
-call = lambda texts: [one(text) for text in texts]
-result = run_all(call, workload)
-result["probabilities"] = [row.tolist() for texts in ([workload["short"]], [workload["long"]],
-                                                      workload["batch"]) for row in call(texts)]
-result["version"] = "ai_edge_litert %s%s" % (
-    getattr(ai_edge_litert, "__version__", "?"),
-    ", TensorFlow imported!" if "tensorflow" in sys.modules else "")
-print(json.dumps(result))
-'''
-
-# MediaPipe Tasks' TextClassifier on a .tflite with metadata, from raw text (its own tokenizer).
-MEDIAPIPE_SIDE = TIMING + r'''
-workload_file, path = sys.argv[1:3]
-import mediapipe
-from mediapipe.tasks import python as mp_python
-from mediapipe.tasks.python import text as mp_text
-workload = json.load(open(workload_file))
-classifier = mp_text.TextClassifier.create_from_options(mp_text.TextClassifierOptions(
-    base_options=mp_python.BaseOptions(model_asset_path=path), max_results=-1))
-
-def one(text):
-  scores = {c.category_name: c.score
-            for c in classifier.classify(text).classifications[0].categories}
-  return [scores["0"], scores["1"]]
-
-call = lambda texts: [one(text) for text in texts]
-result = run_all(call, workload)
-result["probabilities"] = [row for texts in ([workload["short"]], [workload["long"]],
-                                             workload["batch"]) for row in call(texts)]
-result["version"] = "mediapipe " + mediapipe.__version__
-print(json.dumps(result))
-'''
 
 
 def workload():
@@ -253,47 +129,44 @@ def max_difference(a, b):
   return max(abs(x - y) for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b))
 
 
-def print_answer_checks(results):
-  """The LiteRT and MediaPipe rows' probabilities against the float32 SavedModel's, on the
-  timed texts (ASCII only: MediaPipe's tokenizer differs from BERT's beyond ASCII)."""
+def answer_checks(results, report):
+  """Rows of the LiteRT and MediaPipe rows' probabilities against the float32 SavedModel's, on
+  the timed texts (ASCII only: MediaPipe's tokenizer differs from BERT's beyond ASCII)."""
   reference = results.get("bert_tf float32") or results["bert_tf float32 padded"]
   timed = workload()
   texts = [timed["short"], timed["long"]] + timed["batch"]
   ascii_rows = [i for i, t in enumerate(texts) if t.isascii()]
-  new = [n for n in results if n.split()[0] in ("litert", "mediapipe")]
-  if not new:
-    return
   pick = lambda rows: [rows[i] for i in ascii_rows]
-  print("litert / mediapipe rows: their probabilities of the %d timed texts (%d ASCII, checked) "
-        "differ from the float32 SavedModel's by at most: %s" % (
-            len(texts), len(ascii_rows), ", ".join(
-                "%s %.1e" % (n, max_difference(pick(results[n]["probabilities"]),
-                                               pick(reference["probabilities"]))) for n in new)))
+  new = [n for n in results if n.split()[0] in ("litert", "mediapipe")]
+  if new:
+    report.note("answers of litert / mediapipe rows: their probabilities of the %d timed texts "
+                "(%d ASCII, checked) against the float32 SavedModel's" %
+                (len(texts), len(ascii_rows)))
+  for name in new:
+    report.add("%s vs SavedModel float32" % name, {"max |dp|": (max_difference(
+        pick(results[name]["probabilities"]), pick(reference["probabilities"])), "")})
 
 
-def print_ort_ratios(results):
-  """The LiteRT and MediaPipe rows' speed over ONNX Runtime's at the same precision."""
-  lines = []
+def ort_ratios(results, report):
+  """Rows of the LiteRT and MediaPipe rows' speed over ONNX Runtime's at the same precision."""
   for name, r in results.items():
     if name.split()[0] not in ("litert", "mediapipe"):
       continue
     for ort_name in [n for n in results if n.split()[:2] == ["ORT", name.split()[1]]]:
       ort = results[ort_name]
-      lines.append("%-50s %7s %7s %7s" % (
-          "%s / %s" % (name, ort_name),
-          *(peers.speedup(ort[w]["p50_ms"], r[w]["p50_ms"]) for w in ("short", "long")),
-          peers.speedup(r["batch32"]["per_second"], ort["batch32"]["per_second"])))
-  if lines:
-    print("vs ONNX Runtime at the same precision: the row's speed over ORT's (above 1: the row "
-          "faster)")
-    print("%-50s %7s %7s %7s" % ("", "short", "long", "b32"))
-    print("\n".join(lines))
+      report.add("%s / %s" % (name, ort_name), {
+          "short speed-up": (peers.speedup(ort["short"]["p50_ms"], r["short"]["p50_ms"]), "x"),
+          "long speed-up": (peers.speedup(ort["long"]["p50_ms"], r["long"]["p50_ms"]), "x"),
+          "batch32 speed-up": (peers.speedup(r["batch32"]["per_second"],
+                                             ort["batch32"]["per_second"]), "x")})
 
 
-def measure(python, script, *args, failure="measurement failed", env=None):
-  return common.run_json_script(python, script, *args, failure=failure,
-                                env=dict({"TF_ENABLE_ONEDNN_OPTS": "1",
-                                          "TF_CPP_MIN_LOG_LEVEL": "2"}, **(env or {})))
+def measure(python, side, command, arguments, failure="measurement failed", env=None):
+  """A side's timings, in a fresh process with oneDNN on (as the README recommends for
+  serving) and TensorFlow's C++ logs quiet."""
+  return common.run_side(python, side, command, arguments, failure=failure,
+                         env=dict({"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"},
+                                  **(env or {})))
 
 
 def litert_files(folder, export_dir):
@@ -317,63 +190,86 @@ def litert_files(folder, export_dir):
   return litert, mediapipe
 
 
-def litert_results(folder, work_file, export_dir):
-  """{row name: timings} of the LiteRT and MediaPipe rows, and lines saying what they ran."""
+def litert_results(folder, work_file, export_dir, report):
+  """{row name: timings} of the LiteRT and MediaPipe rows; notes on `report` say what they
+  ran."""
   litert, mediapipe = litert_files(folder, export_dir)
   results, threads = {}, os.cpu_count()
-  lower, length = "1" if FLAGS.do_lower_case else "0", str(FLAGS.max_seq_length)
+  text = {"vocab": FLAGS.vocab_file, "lower": FLAGS.do_lower_case,
+          "length": FLAGS.max_seq_length}
   for p, path in litert.items():
     for n, suffix in ((threads, ""), (1, " 1-thread")):
       results["litert %s%s" % (p, suffix)] = measure(
-          sys.executable, LITERT_SIDE, REPO, work_file, path, str(n), FLAGS.vocab_file, lower,
-          length, failure="LiteRT %s (%d threads) failed" % (p, n))
+          sys.executable, "litert", "classify",
+          dict(text, workload_file=work_file, path=path, threads=n),
+          failure="LiteRT %s (%d threads) failed" % (p, n))
   for p, path in mediapipe.items():
-    results["mediapipe " + p] = measure(FLAGS.mediapipe_python, MEDIAPIPE_SIDE, work_file, path,
-                                        failure="MediaPipe %s (--mediapipe_python) failed" % p)
-  notes = ["litert: %s; the float32 export converted by bert_tf.litert_export (int8: LiteRT's "
-           "dynamic-range quantization), batch 1 at each request's length: a batch of 32 is 32 "
-           "calls; raw text in through bert_tf's Python FullTokenizer in the timed call; %d "
-           "threads, '1-thread' rows LiteRT's default" %
-           (results["litert float32"]["version"], threads)]
+    results["mediapipe " + p] = measure(
+        FLAGS.mediapipe_python, "mediapipe_tasks", "classify",
+        {"workload_file": work_file, "path": path},
+        failure="MediaPipe %s (--mediapipe_python) failed" % p)
+  report.note("litert: %s; the float32 export converted by bert_tf.litert_export (int8: "
+              "LiteRT's dynamic-range quantization), batch 1 at each request's length: a batch "
+              "of 32 is 32 calls; raw text in through bert_tf's Python FullTokenizer in the "
+              "timed call; %d threads, '1-thread' rows LiteRT's default" %
+              (results["litert float32"]["version"], threads))
   if mediapipe:
-    notes.append("mediapipe: %s TextClassifier from raw text (its own BERT tokenizer), export_"
-                 "litert.py --mediapipe_python files (length fixed to %d), one XNNPACK thread "
-                 "(MediaPipe's default on desktop; its Python API sets none); a batch of 32 is "
-                 "32 classify calls" %
-                 (results["mediapipe float32"]["version"], FLAGS.max_seq_length))
-  return results, notes
+    report.note("mediapipe: %s TextClassifier from raw text (its own BERT tokenizer), export_"
+                "litert.py --mediapipe_python files (length fixed to %d), one XNNPACK thread "
+                "(MediaPipe's default on desktop; its Python API sets none); a batch of 32 is "
+                "32 classify calls" %
+                (results["mediapipe float32"]["version"], FLAGS.max_seq_length))
+  return results
 
 
-def peer_results(folder, work_file, config, precisions):
-  """{row name: timings} of the peers the flags name, and lines saying what they ran."""
-  results, notes = {}, []
-  threads, lower = str(os.cpu_count()), "1" if FLAGS.do_lower_case else "0"
-  length = str(FLAGS.max_seq_length)
+def peer_results(folder, work_file, config, precisions, report):
+  """{row name: timings} of the peers the flags name; notes on `report` say what they ran."""
+  results = {}
+  text = {"workload_file": work_file, "vocab": FLAGS.vocab_file, "lower": FLAGS.do_lower_case,
+          "length": FLAGS.max_seq_length}
   if FLAGS.hf_python:
     for p in precisions:
       results["HF " + p] = measure(
-          FLAGS.hf_python, HF_SIDE, work_file, FLAGS.vocab_file, FLAGS.hf_model_dir or "-",
-          threads, json.dumps(common.hf_config(config)), p, lower, length,
+          FLAGS.hf_python, "hf", "classify",
+          dict(text, folder=FLAGS.hf_model_dir or "-", threads=os.cpu_count(),
+               config=common.hf_config(config), precision=p),
           failure="HF transformers %s (--hf_python) failed" % p, env=peers.hf_env())
-    notes.append("HF: %s, %s; bfloat16 = torch.autocast(cpu, bfloat16) over float32 weights, "
-                 "int8 = torch.ao quantize_dynamic(nn.Linear, qint8)" %
-                 (results["HF " + precisions[0]]["version"], peers.hf_note()))
+    report.note("HF: %s, %s; bfloat16 = torch.autocast(cpu, bfloat16) over float32 weights, "
+                "int8 = torch.ao quantize_dynamic(nn.Linear, qint8)" %
+                (results["HF " + precisions[0]]["version"], peers.hf_note()))
   if FLAGS.ort_python:
     onnx = peers.export_onnx(FLAGS.ort_python, FLAGS.hf_model_dir, config, "classifier", folder)
     for p in [p for p in precisions if p in onnx]:
       # 1-thread rows too: LiteRT's and MediaPipe's default, and no pool threads spinning.
-      for n, suffix in ((threads, ""), ("1", " 1-thread")):
+      for n, suffix in ((os.cpu_count(), ""), (1, " 1-thread")):
         results["ORT " + p + suffix] = measure(
-            FLAGS.ort_python, ORT_SIDE, work_file, FLAGS.vocab_file, onnx[p], n, lower, length,
+            FLAGS.ort_python, "ort", "classify", dict(text, path=onnx[p], threads=n),
             failure="ONNX Runtime %s (--ort_python) failed" % p)
-    notes.append(peers.ort_note(onnx, "logits ", threads, precisions) +
-                 "; '1-thread' rows: 1 intra-op thread")
-  return results, notes
+    report.note(peers.ort_note(onnx, "logits ", os.cpu_count(), precisions) +
+                "; '1-thread' rows: 1 intra-op thread")
+  return results
+
+
+def timing_rows(results, report):
+  """A row per loader: its p50 / p99 latencies and batch throughput, and bert_tf's speed over
+  it at the same precision (the padded row and loader rows: over bert_tf P cut, plain
+  loader)."""
+  for name, r in results.items():
+    precision = name.split()[1]
+    ours = results.get("bert_tf " + precision) if name != "bert_tf " + precision else None
+    ratio = lambda workload, ours=ours, r=r: peers.speedup(
+        r[workload]["p50_ms"], ours[workload]["p50_ms"]) if ours else None
+    report.add(name, {
+        "short p50": (r["short"]["p50_ms"], "ms"), "short p99": (r["short"]["p99_ms"], "ms"),
+        "long p50": (r["long"]["p50_ms"], "ms"), "long p99": (r["long"]["p99_ms"], "ms"),
+        "batch32": (r["batch32"]["per_second"], "sentences/s"),
+        "x short": (ratio("short"), "x"), "x long": (ratio("long"), "x"),
+        "x b32": (peers.speedup(ours["batch32"]["per_second"], r["batch32"]["per_second"])
+                  if ours else None, "x")})
 
 
 def main(_):
-  print("CPU: %s; load average %.1f %.1f %.1f at the start" % (common.cpu_info(),
-                                                              *os.getloadavg()))
+  load_start = os.getloadavg()
   precisions, skipped = common.selected_precisions()
   peers.check_flags(FLAGS)
   if FLAGS.mediapipe_python and not FLAGS.do_lower_case:
@@ -381,6 +277,9 @@ def main(_):
              "cased (--nodo_lower_case).")
   if FLAGS.serving_tf_xla_flags:
     check_tf_xla_flags(FLAGS.serving_tf_xla_flags)
+  report = common.Results("serving_latency", {
+      "max_seq_length": FLAGS.max_seq_length, "weights": FLAGS.init_checkpoint or "random",
+      "requests": FLAGS.requests, "batches": FLAGS.batches, "threads": os.cpu_count()})
   with tempfile.TemporaryDirectory() as folder:
     paths, config = make_exports(folder, precisions)
     work_file = os.path.join(folder, "workload.json")
@@ -388,50 +287,39 @@ def main(_):
       json.dump(workload(), f)
     results, variants = {}, loader_variants()
     for name, path in paths.items():  # each loader variant right after the plain loader: A/B
-      results[name] = measure(sys.executable, TF_SIDE, work_file, path,
+      arguments = {"workload_file": work_file, "export": path}
+      results[name] = measure(sys.executable, "savedmodel", "classifier", arguments,
                               failure="bert_tf %s failed" % name)
       for suffix, env in variants if not name.endswith("padded") else ():
         results["%s %s" % (name, suffix)] = measure(
-            sys.executable, TF_SIDE, work_file, path, env=env,
+            sys.executable, "savedmodel", "classifier", arguments, env=env,
             failure="bert_tf %s %s failed" % (name, suffix))
-    others, notes = peer_results(folder, work_file, config, precisions)
-    results.update(others)
+    results.update(peer_results(folder, work_file, config, precisions, report))
     if FLAGS.litert:
       export_dir = paths.get("bert_tf float32", paths["bert_tf float32 padded"])
-      others, more = litert_results(folder, work_file, export_dir)
-      results.update(others)
-      notes += more
-  print("classifier serving: L=%d H=%d, max_seq_length %d, weights %s, fresh process per row, "
-        "%d CPU threads" % (config.num_hidden_layers, config.hidden_size, FLAGS.max_seq_length,
-                            FLAGS.init_checkpoint or "random", os.cpu_count()))
-  print("bert_tf: %s, TF_ENABLE_ONEDNN_OPTS=1; rows cut each request to its length, the padded "
-        "row pads to max_seq_length as the original" % results[next(iter(paths))]["version"])
+      results.update(litert_results(folder, work_file, export_dir, report))
+  report.settings.update(layers=config.num_hidden_layers, hidden=config.hidden_size)
+  report.note("classifier serving, a fresh process per row; load average %.1f %.1f %.1f at the "
+              "start, %.1f %.1f %.1f at the end" % (*load_start, *os.getloadavg()))
+  report.note("bert_tf: %s, TF_ENABLE_ONEDNN_OPTS=1; rows cut each request to its length, the "
+              "padded row pads to max_seq_length as the original" %
+              results[next(iter(paths))]["version"])
+  if skipped:
+    report.note(skipped)
+  report.note("x columns: bert_tf's speed over the row's at the same precision (the padded row "
+              "and loader rows: bert_tf P cut, plain loader), above 1: bert_tf P faster")
+  timing_rows(results, report)
   for suffix, env in loader_variants():
-    differences = ["%s %.1e" % (p, max_difference(results["bert_tf %s %s" % (p, suffix)][
-        "probabilities"], results["bert_tf " + p]["probabilities"])) for p in precisions]
-    print("%s rows: the same exports served with %s; their probabilities of the %d timed texts "
-          "differ from the plain loader's by at most: %s" % (
-              suffix, " ".join("%s=%r" % kv for kv in env.items()),
-              len(results["bert_tf " + precisions[0]]["probabilities"]), ", ".join(differences)))
-  for line in notes + ([skipped] if skipped else []):
-    print(line)
-  print_answer_checks(results)
-  print("x columns: bert_tf's speed over the row's at the same precision (the padded row and "
-        "loader rows: bert_tf P cut, plain loader), above 1: bert_tf P faster")
-  print("%-30s %20s %20s %10s   %7s %7s %7s" % ("", "short p50 / p99 ms", "long p50 / p99 ms",
-                                               "batch32/s", "x short", "x long", "x b32"))
-  for name, r in results.items():
-    precision = name.split()[1]
-    ours = results.get("bert_tf " + precision) if name != "bert_tf " + precision else None
-    ratios = [peers.speedup(r[w]["p50_ms"], ours[w]["p50_ms"]) if ours else ""
-              for w in ("short", "long")]
-    ratios.append(peers.speedup(ours["batch32"]["per_second"], r["batch32"]["per_second"])
-                  if ours else "")
-    print("%-30s %9.1f / %-8.1f %9.1f / %-8.1f %10.1f   %7s %7s %7s" % (
-        name, r["short"]["p50_ms"], r["short"]["p99_ms"], r["long"]["p50_ms"],
-        r["long"]["p99_ms"], r["batch32"]["per_second"], *ratios))
-  print_ort_ratios(results)
-  print("load average %.1f %.1f %.1f at the end" % os.getloadavg())
+    report.note("%s rows: the same exports served with %s" % (
+        suffix, " ".join("%s=%r" % kv for kv in env.items())))
+    for p in precisions:
+      report.add("bert_tf %s %s vs plain loader" % (p, suffix), {"max |dp|": (max_difference(
+          results["bert_tf %s %s" % (p, suffix)]["probabilities"],
+          results["bert_tf " + p]["probabilities"]), "")})
+  answer_checks(results, report)
+  ort_ratios(results, report)
+  report.report()
+
 
 if __name__ == "__main__":
   app.run(main)

@@ -1,6 +1,6 @@
 """Where the time of one short classifier request goes: tokenizer, model, the signature call.
 
-    python benchmarks/serving_profile.py [--init_checkpoint=HF_FOLDER --bert_config_file=...]
+    python -m benchmarks.serving_profile [--init_checkpoint=HF_FOLDER --bert_config_file=...]
         [--export_dir=EXISTING_EXPORT] [--threads=default,1:1] [--rounds=3]
 
 Exports a single-sentence classifier (dynamic length, as run_classifier exports it;
@@ -23,23 +23,21 @@ sentence per call:
 process, never by the SavedModel). Rounds interleave the settings; the table gives the
 median over rounds of each round's p50 (and the spread of those p50s), and the median
 process CPU time per call, which another job sharing the CPU inflates less than wall time.
-The graph size of each signature (nodes, called functions included) is printed too.
+The graph size of each signature (nodes, called functions included) is printed too. The
+serving processes run benchmarks/sides/savedmodel.py. Prints figures only (common.Results).
 """
 
-import json
 import os
 import statistics
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+from absl import app, flags, logging
 
-import bert_tf  # noqa: E402,F401
-from absl import app, flags, logging  # noqa: E402
+from benchmarks import common
 
-from benchmarks import common  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = common.ROOT
 FLAGS = flags.FLAGS
 common.define_hf_comparison_flags()
 flags.DEFINE_string("vocab_file", os.path.join(REPO, "data", "vocab.txt"),
@@ -54,73 +52,6 @@ flags.DEFINE_list("threads", ["default"], "TensorFlow thread settings to compare
 flags.DEFINE_integer("requests", 300, "Timed calls per figure and round.")
 flags.DEFINE_integer("rounds", 3, "Fresh processes per thread setting, interleaved.")
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
-
-SERVING_SIDE = r'''
-import json, statistics, sys, time
-args = json.loads(sys.argv[1])
-import tensorflow as tf, tensorflow_text  # noqa: F401  (nothing else: a plain serving process)
-if args["inter"]:
-  tf.config.threading.set_inter_op_parallelism_threads(args["inter"])
-if args["intra"]:
-  tf.config.threading.set_intra_op_parallelism_threads(args["intra"])
-from tensorflow.core.protobuf import saved_model_pb2
-
-def graph_nodes(folder, signature):
-  """Nodes of a signature's function and every function it calls."""
-  saved = saved_model_pb2.SavedModel()
-  with open(folder + "/saved_model.pb", "rb") as f:
-    saved.ParseFromString(f.read())
-  graph = saved.meta_graphs[0].graph_def
-  library = {fn.signature.name: fn for fn in graph.library.function}
-  outputs = {t.name.split(":")[0] for t in saved.meta_graphs[0].signature_def[signature]
-             .outputs.values()}
-  pending = [a.func.name for n in graph.node if n.name in outputs for a in n.attr.values()
-             if a.func.name]
-  seen, total = set(), 0
-  while pending:
-    name = pending.pop()
-    if name in seen or name not in library:
-      continue
-    seen.add(name)
-    total += len(library[name].node_def)
-    for node in library[name].node_def:
-      for attr in node.attr.values():
-        pending += [attr.func.name] if attr.func.name else []
-        pending += [f.name for f in attr.list.func]
-  return total
-
-def timed(call):
-  call(); call()  # warm-up (and the runtime's function instantiation)
-  wall, cpu = [], []
-  for _ in range(args["requests"]):
-    start, start_cpu = time.perf_counter(), time.process_time()
-    call()
-    cpu.append(time.process_time() - start_cpu)
-    wall.append(time.perf_counter() - start)
-  return {"p50_ms": 1000 * statistics.median(wall), "cpu_ms": 1000 * statistics.median(cpu)}
-
-text = args["text"]
-model = tf.saved_model.load(args["export"])
-parts = tf.saved_model.load(args["parts"])
-request, ids_call = model.signatures["serving_default"], model.signatures["serve_ids"]
-tokenize, identity = parts.signatures["tokenize"], parts.signatures["identity"]
-ids = tokenize(text_a=tf.constant([text]))
-first = sorted(request.structured_outputs)[0]
-results = {
-    "request": timed(lambda: request(text_a=tf.constant([text]))[first].numpy()),
-    "request (fn)": timed(lambda: model.serving_default(tf.constant([text]))[first].numpy()),
-    "tokenizer": timed(lambda: tokenize(text_a=tf.constant([text]))["input_word_ids"].numpy()),
-    "model": timed(lambda: ids_call(**ids)["logits"].numpy()),
-    "empty call": timed(lambda: identity(text_a=tf.constant([text]))["text_a"].numpy()),
-    "tf.constant": timed(lambda: tf.constant([text])),
-}
-nodes = {"request": graph_nodes(args["export"], "serving_default"),
-         "model": graph_nodes(args["export"], "serve_ids"),
-         "tokenizer": graph_nodes(args["parts"], "tokenize"),
-         "empty call": graph_nodes(args["parts"], "identity")}
-print(json.dumps({"times": results, "nodes": nodes,
-                  "real_length": int(tf.reduce_sum(ids["input_mask"]))}))
-'''
 
 
 def _hf_vocab():
@@ -160,6 +91,7 @@ def export_parts(folder, vocab_file):
 
 
 def parse_threads(setting):
+  """(inter, intra) threads of a --threads setting; 0 keeps TensorFlow's default."""
   if setting == "default":
     return 0, 0
   inter, _, intra = setting.partition(":")
@@ -177,25 +109,30 @@ def main(_):
     for _ in range(FLAGS.rounds):
       for setting in FLAGS.threads:
         inter, intra = parse_threads(setting)
-        args = {"export": export_dir, "parts": parts, "text": FLAGS.text, "inter": inter,
-                "intra": intra, "requests": FLAGS.requests}
-        runs[setting].append(common.run_json_script(
-            sys.executable, SERVING_SIDE, json.dumps(args),
+        runs[setting].append(common.run_side(
+            sys.executable, "savedmodel", "profile",
+            {"export": export_dir, "parts": parts, "text": FLAGS.text, "inter": inter,
+             "intra": intra, "requests": FLAGS.requests},
             env={"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}))
   first = runs[FLAGS.threads[0]][0]
-  print(common.cpu_info())
-  print("one request of %d tokens (%r), %d calls x %d fresh processes per setting; graph nodes "
-        "include called functions" % (first["real_length"], FLAGS.text, FLAGS.requests,
-                                      FLAGS.rounds))
+  report = common.Results("serving_profile", {
+      "export": FLAGS.export_dir or "new", "text": FLAGS.text,
+      "real_length": first["real_length"], "requests": FLAGS.requests,
+      "rounds": FLAGS.rounds})
+  report.note("one request a call, in fresh processes (TF_ENABLE_ONEDNN_OPTS=1); p50: median "
+              "over rounds of each round's p50, spread: their lowest and highest; cpu: median "
+              "process CPU time a call; nodes: of the signature's graph, called functions "
+              "included")
   for setting, results in runs.items():
-    print("\nthreads %s (inter:intra)" % setting)
-    print("%-14s %10s %17s %10s %8s" % ("", "p50 ms", "p50 spread ms", "cpu ms", "nodes"))
     for row in rows:
       p50s = [r["times"][row]["p50_ms"] for r in results]
-      cpus = [r["times"][row]["cpu_ms"] for r in results]
-      print("%-14s %10.2f %8.2f - %-6.2f %10.2f %8s" % (
-          row, statistics.median(p50s), min(p50s), max(p50s), statistics.median(cpus),
-          first["nodes"].get(row, "")))
+      report.add(row, {"p50": (statistics.median(p50s), "ms"), "p50 low": (min(p50s), "ms"),
+                       "p50 high": (max(p50s), "ms"),
+                       "cpu": (statistics.median(r["times"][row]["cpu_ms"] for r in results),
+                               "ms/call"),
+                       "nodes": (first["nodes"].get(row), "")},
+                 {"threads (inter:intra)": setting})
+  report.report()
 
 
 if __name__ == "__main__":
