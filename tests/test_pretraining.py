@@ -1,4 +1,5 @@
-"""run_pretraining: eval metrics, resume after SIGKILL, mirrored == one device, bad input."""
+"""run_pretraining: eval metrics, resume after SIGKILL, mirrored, half precision, XLA and LAMB
+against one float32 run, bad input."""
 
 import json
 import os
@@ -16,7 +17,8 @@ from bert_tf import input_pipeline, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import PretrainingTask
-from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from conftest import (FIXTURES, FLOAT32_EPS, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED,
+                      assert_float32_close)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
@@ -48,6 +50,30 @@ def _pretrain_args(data, output_dir, *extra):
           "--num_warmup_steps=2", "--iterations_per_loop=1", *extra]
 
 
+# The runs compared with the float32 run below.
+_THREE_STEPS = ("--do_train", "--train_batch_size=8", "--num_train_steps=3",
+                "--save_checkpoints_steps=3")
+# Two losses logged with 6 decimals differ by up to this from their values.
+_PRINTED = 1e-6
+
+
+def _logged_losses(stderr):
+  return [float(l.rsplit("loss ", 1)[1].split(",")[0]) for l in stderr.splitlines()
+          if "] step " in l]
+
+
+@pytest.fixture(scope="module")
+def float32_run(seq64_data, tmp_path_factory):
+  """One float32 run of _THREE_STEPS, the reference of the mirrored, half-precision, XLA and
+  LAMB runs (one training shared by all of them)."""
+  out = tmp_path_factory.mktemp("float32") / "run"
+  result = _python("run_pretraining.py", *_pretrain_args(seq64_data, out, *_THREE_STEPS))
+  assert result.returncode == 0, result.stderr[-3000:]
+  losses = _logged_losses(result.stderr)
+  assert len(losses) == 3
+  return out, losses
+
+
 def _weights(prefix):
   reader = tf.train.load_checkpoint(prefix)
   return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
@@ -65,8 +91,10 @@ def test_eval_metrics_match_the_original_metric_fn(tmp_path):
   ref = np.load(FORWARD / "pretrain_heads_forward.npz")
   features = {
       "input_word_ids": ref["A.in.input_ids"], "input_mask": ref["A.in.input_mask"],
-      "input_type_ids": ref["A.in.segment_ids"], "masked_lm_positions": ref["A.in.masked_lm_positions"],
-      "masked_lm_ids": ref["A.in.masked_lm_ids"], "masked_lm_weights": ref["A.in.masked_lm_weights"],
+      "input_type_ids": ref["A.in.segment_ids"],
+      "masked_lm_positions": ref["A.in.masked_lm_positions"],
+      "masked_lm_ids": ref["A.in.masked_lm_ids"],
+      "masked_lm_weights": ref["A.in.masked_lm_weights"],
       "next_sentence_labels": ref["A.in.next_sentence_labels"][:, None]}
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   task = PretrainingTask(BertConfig.from_json_file(TINY_CONFIG))
@@ -111,7 +139,8 @@ def test_train_eval_and_google_layout_outputs(seq64_data, tmp_path):
 def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path):
   # Dropout on (the tiny config's 0.1): the masks after the restart must be the ones an
   # uninterrupted run draws, so the seed states are part of the training state.
-  args = ["--do_train", "--train_batch_size=4", "--num_train_steps=10", "--save_checkpoints_steps=2",
+  args = ["--do_train", "--train_batch_size=4", "--num_train_steps=10",
+          "--save_checkpoints_steps=2",
           "--bert_config_file=%s" % TINY_CONFIG]
   straight = tmp_path / "straight"
   assert _python("run_pretraining.py", *_pretrain_args(seq64_data, straight, *args)).returncode == 0
@@ -134,22 +163,20 @@ def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path):
 
 
 @pytest.mark.slow
-def test_mirrored_on_two_cpus_equals_one_device(seq64_data, tmp_path):
-  common = ["--do_train", "--train_batch_size=8", "--num_train_steps=3", "--save_checkpoints_steps=3"]
-  one = tmp_path / "one"
+def test_mirrored_on_two_cpus_equals_one_device(seq64_data, float32_run, tmp_path):
   two = tmp_path / "two"
-  r1 = _python("run_pretraining.py", *_pretrain_args(seq64_data, one, *common))
   r2 = _python("run_pretraining.py", *_pretrain_args(
-      seq64_data, two, *common, "--distribution_strategy=mirrored", "--cpu_devices=2"))
-  assert r1.returncode == 0, r1.stderr
+      seq64_data, two, *_THREE_STEPS, "--distribution_strategy=mirrored", "--cpu_devices=2"))
   assert r2.returncode == 0, r2.stderr
   assert "mirrored with 2 replica(s)" in r2.stderr
-  _assert_same_weights(str(one / "model.ckpt-3"), str(two / "model.ckpt-3"), atol=2e-6)
+  _assert_same_weights(str(float32_run[0] / "model.ckpt-3"), str(two / "model.ckpt-3"),
+                       atol=2e-6)
 
 
 @pytest.mark.slow
 def test_gradient_accumulation_flag_equals_the_full_batch(seq64_data, tmp_path):
-  common = ["--do_train", "--train_batch_size=8", "--num_train_steps=2", "--save_checkpoints_steps=2"]
+  common = ["--do_train", "--train_batch_size=8", "--num_train_steps=2",
+            "--save_checkpoints_steps=2"]
   full, accumulated = tmp_path / "full", tmp_path / "acc"
   assert _python("run_pretraining.py", *_pretrain_args(seq64_data, full, *common)).returncode == 0
   result = _python("run_pretraining.py", *_pretrain_args(
@@ -245,7 +272,8 @@ def test_a_record_file_cut_short_is_found_up_front_with_its_byte_offset(tmp_path
 def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path):
   out = tmp_path / "bad"
   base = ["--do_train", "--train_batch_size=4", "--num_train_steps=2"]
-  result = _python("run_pretraining.py", *_pretrain_args(str(tmp_path / "none*.tfrecord"), out, *base))
+  result = _python("run_pretraining.py",
+                   *_pretrain_args(str(tmp_path / "none*.tfrecord"), out, *base))
   assert result.returncode == 2 and "No file matches --input_file" in result.stderr
 
   empty = tmp_path / "empty.tfrecord"
@@ -315,20 +343,82 @@ def test_a_failed_save_leaves_the_last_good_checkpoint_readable(tmp_path, monkey
   assert tf.train.latest_checkpoint(os.path.join(out, "training_state")).endswith("ckpt-4")
 
 
-@pytest.mark.parametrize("flags", [["--mixed_precision=bfloat16"], ["--mixed_precision=float16"],
-                                   ["--jit_compile"], ["--optimizer=lamb"]])
+# How far a flag's logged loss may be from the float32 run's, as a fraction of the loss. Half
+# precision rounds every activation to its type, and the loss, an average of many rounded terms,
+# stays within one epsilon of the type (float16 2**-10, bfloat16 2**-7). XLA computes in float32
+# with other fusions and sum orders: 16 float32 ulps. LAMB runs the same float32 kernels.
+_FLAG_TOLERANCE = {"--mixed_precision=float16": 2.0**-10, "--mixed_precision=bfloat16": 2.0**-7,
+                   "--jit_compile": 16 * FLOAT32_EPS, "--optimizer=lamb": 4 * FLOAT32_EPS}
+
+
+@pytest.mark.parametrize("flag", list(_FLAG_TOLERANCE))
 @pytest.mark.slow
-def test_precision_xla_and_lamb_flags_train(seq64_data, tmp_path, flags):
+def test_precision_xla_and_lamb_runs_match_the_float32_run(seq64_data, float32_run, tmp_path,
+                                                           flag):
   out = tmp_path / "run"
-  result = _python("run_pretraining.py", *_pretrain_args(
-      seq64_data, out, "--do_train", "--train_batch_size=4", "--num_train_steps=3",
-      "--save_checkpoints_steps=3", *flags))
+  result = _python("run_pretraining.py", *_pretrain_args(seq64_data, out, *_THREE_STEPS, flag))
   assert result.returncode == 0, result.stderr[-3000:]
-  losses = [float(l.rsplit("loss ", 1)[1].split(",")[0]) for l in result.stderr.splitlines()
-            if "] step " in l]
-  assert len(losses) == 3 and all(np.isfinite(losses))
+  losses, reference = _logged_losses(result.stderr), float32_run[1]
+  assert len(losses) == 3
+  differences = [abs(a - b) for a, b in zip(losses, reference)]
+  bounds = [_FLAG_TOLERANCE[flag] * abs(r) + _PRINTED for r in reference]
+  float32_bounds = [16 * FLOAT32_EPS * abs(r) + _PRINTED for r in reference]
+  # The learning rate of step 1 is 0 (warmup), so steps 1 and 2 see the initial weights; step 3
+  # sees one update, which LAMB makes otherwise.
+  compared = 2 if flag == "--optimizer=lamb" else 3
+  assert all(d <= b for d, b in zip(differences[:compared], bounds)), (losses, reference)
+  if flag == "--optimizer=lamb":
+    assert differences[2] > float32_bounds[2], (losses, reference)
+  if flag.startswith("--mixed_precision"):  # it did compute in half precision
+    assert max(d - b for d, b in zip(differences, float32_bounds)) > 0, (losses, reference)
   weights = _weights(str(out / "model.ckpt-3"))
   assert weights["bert/embeddings/word_embeddings"].dtype == np.float32
+
+
+def _lamb_by_hand(weights, gradients, learning_rates, decayed, weight_decay=0.01, beta_1=0.9,
+                  beta_2=0.999, epsilon=1e-6):
+  """LAMB in float64 as create_optimizer promises it (Keras' Lamb): first the decoupled decay
+  w -= lr * weight_decay * w of the decayed variables, then Adam's bias-corrected step scaled
+  per variable by the trust ratio ||w|| / ||step|| (1 if either norm is 0). The bias corrections
+  take powers of the betas as float32 holds them: float32(0.999) moves 1 - beta_2 by 1.3e-5 of
+  itself, far more than float32 rounding of the result."""
+  powers_of = (float(np.float32(beta_1)), float(np.float32(beta_2)))
+  w = [np.array(x, np.float64) for x in weights]
+  m = [np.zeros_like(x) for x in w]
+  v = [np.zeros_like(x) for x in w]
+  for t, (lr, grads) in enumerate(zip(learning_rates, gradients), start=1):
+    for i, g in enumerate(grads):
+      if decayed[i]:
+        w[i] -= lr * weight_decay * w[i]
+      m[i] = beta_1 * m[i] + (1 - beta_1) * g
+      v[i] = beta_2 * v[i] + (1 - beta_2) * g * g
+      m_hat, v_hat = m[i] / (1 - powers_of[0]**t), v[i] / (1 - powers_of[1]**t)
+      step = m_hat / (np.sqrt(v_hat) + epsilon)
+      w_norm, step_norm = np.linalg.norm(w[i]), np.linalg.norm(step)
+      ratio = w_norm / step_norm if w_norm > 0 and step_norm > 0 else 1.0
+      w[i] -= ratio * lr * step
+  return w
+
+
+def test_lamb_steps_equal_lamb_by_hand():
+  import keras
+  rng = np.random.default_rng(3)
+  initial = [rng.normal(size=(3, 2)), 1 + 0.1 * rng.normal(size=2), np.zeros(2)]
+  names = ["bert/encoder/layer_0/output/dense/kernel",  # decayed
+           "bert/encoder/layer_0/output/LayerNorm/gamma",  # excluded, like the bias
+           "bert/encoder/layer_0/output/dense/bias"]  # zero: trust ratio 1
+  variables = [keras.Variable(x.astype(np.float32), name=n.replace("/", "_"))
+               for x, n in zip(initial, names)]
+  optimizer = optimization.create_optimizer(0.1, 4, 0, dict(zip(names, variables)),
+                                            optimizer_type="lamb")
+  gradients = [[rng.normal(size=x.shape).astype(np.float32) for x in initial] for _ in range(3)]
+  for grads in gradients:
+    optimizer.apply(grads, variables)
+  # No warmup, linear decay to 0 at step 4: 0.1 * (1 - k / 4).
+  want = _lamb_by_hand(initial, gradients, [0.1, 0.075, 0.05], decayed=[True, False, False])
+  for variable, expected, before, name in zip(variables, want, initial, names):
+    assert not np.allclose(expected, before, rtol=0, atol=1e-3), name  # the steps moved it
+    assert_float32_close(variable.numpy(), expected, err_msg=name)
 
 
 @pytest.mark.slow
