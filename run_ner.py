@@ -199,10 +199,8 @@ class FeatureBasedHooks(NerHooks):
 
 
 def main(_):
-  cli.require_flags(FLAGS, "data_dir", "bert_config_file", "vocab_file", "output_dir")
-  hooks = {"fine_tuning": NerHooks, "feature_based": FeatureBasedHooks}[FLAGS.approach]
-  runner.run_task(runner.RunOptions.from_flags(FLAGS),
-                  hooks(runner_flags.task_flags(sys.modules[__name__])))
+  runner.main({"fine_tuning": NerHooks, "feature_based": FeatureBasedHooks}[FLAGS.approach],
+              sys.modules[__name__], ["data_dir", "bert_config_file", "vocab_file", "output_dir"])
 
 
 if __name__ == "__main__":

@@ -117,9 +117,8 @@ class PretrainingHooks(runner.TaskHooks):
 
 
 def main(_):
-  cli.require_flags(FLAGS, "bert_config_file", "input_file", "output_dir")
-  runner.run_task(runner.RunOptions.from_flags(FLAGS),
-                  PretrainingHooks(runner_flags.task_flags(sys.modules[__name__])))
+  runner.main(PretrainingHooks, sys.modules[__name__],
+              ["bert_config_file", "input_file", "output_dir"])
 
 
 if __name__ == "__main__":

@@ -164,9 +164,7 @@ def has_answers(dataset_json):
 
 
 def main(_):
-  cli.require_flags(FLAGS, "bert_config_file", "vocab_file", "output_dir")
-  runner.run_task(runner.RunOptions.from_flags(FLAGS),
-                  SquadHooks(runner_flags.task_flags(sys.modules[__name__])))
+  runner.main(SquadHooks, sys.modules[__name__], ["bert_config_file", "vocab_file", "output_dir"])
 
 
 if __name__ == "__main__":

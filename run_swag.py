@@ -69,9 +69,8 @@ class SwagHooks(runner.TaskHooks):
 
 
 def main(_):
-  cli.require_flags(FLAGS, "data_dir", "vocab_file", "bert_config_file", "output_dir")
-  runner.run_task(runner.RunOptions.from_flags(FLAGS),
-                  SwagHooks(runner_flags.task_flags(sys.modules[__name__])))
+  runner.main(SwagHooks, sys.modules[__name__],
+              ["data_dir", "vocab_file", "bert_config_file", "output_dir"])
 
 
 if __name__ == "__main__":

@@ -58,16 +58,20 @@ def checkpoint_folder(checkpoint):
 
 def recorded_settings(checkpoint):
   """The settings of the run whose --output_dir holds `checkpoint` ({} when none recorded)."""
-  path = settings_path(checkpoint_folder(checkpoint))
+  return _read_record(settings_path(checkpoint_folder(checkpoint)))
+
+
+def _read_record(path):
+  """The JSON object a run wrote at `path`; {} when there is none or it cannot be read."""
   if not tf.io.gfile.exists(path):
     return {}
   try:
     with tf.io.gfile.GFile(path, "r") as f:
-      settings = json.loads(f.read())
+      record = json.loads(f.read())
   except (ValueError, tf.errors.OpError) as e:
     logging.warning("Ignoring %s: it cannot be read (%s).", path, e)
     return {}
-  return settings if isinstance(settings, dict) else {}
+  return record if isinstance(record, dict) else {}
 
 
 def keep_model_files(output_dir, config_file, vocab_file):
@@ -111,16 +115,7 @@ EXPORTS_NAME = "exports.json"  # what each --export_dir of the run was exported 
 
 
 def _exports(output_dir):
-  path = os.path.join(output_dir, EXPORTS_NAME)
-  if not tf.io.gfile.exists(path):
-    return {}
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      exports = json.loads(f.read())
-  except (ValueError, tf.errors.OpError) as e:
-    logging.warning("Ignoring %s: it cannot be read (%s).", path, e)
-    return {}
-  return exports if isinstance(exports, dict) else {}
+  return _read_record(os.path.join(output_dir, EXPORTS_NAME))
 
 
 def _saved_model_digest(export_dir):

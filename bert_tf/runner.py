@@ -17,13 +17,13 @@ import json
 import os
 from typing import Optional
 
-from absl import logging
+from absl import flags, logging
 import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import (checks, cpu, distribution, example_codec, head_labels, input_pipeline,
-                     precision, run_folder, run_lock, tokenization, training)
+from bert_tf import (checks, cli, cpu, distribution, example_codec, head_labels, input_pipeline,
+                     precision, run_folder, run_lock, runner_flags, tokenization, training)
 from bert_tf.config import BertConfig
 from bert_tf.runner_flags import RunOptions
 
@@ -152,6 +152,13 @@ class TaskHooks:
   def export(self, run):
     """Writes the task's SavedModel of run.trainer.model to --export_dir. Chief only."""
     raise NotImplementedError
+
+
+def main(hooks_class, script, required_flags):
+  """A runner script's main: its required flags checked, then run_task on the options of the
+  shared flags, with `hooks_class` given the flags `script` (its module) defines itself."""
+  cli.require_flags(flags.FLAGS, *required_flags)
+  run_task(RunOptions.from_flags(flags.FLAGS), hooks_class(runner_flags.task_flags(script)))
 
 
 def run_task(options, hooks):
