@@ -1,14 +1,20 @@
 """Fast `tf.train.Example` encoding for the int64/float feature maps BERT writes,
-and the one writer of TFRecord feature files.
+the record layouts shared by writers and readers, and the one writer of TFRecord
+feature files.
 
 Building protobuf message objects per record dominated the original's writing
 time; here the wire format is produced directly. The bytes parse to exactly the
 Example the original builds (features in the given order, packed repeated values).
+A layout (name -> (length, dtype)) is stated once: writers encode through
+`encode_record` with it and `input_pipeline` parses with it, so they cannot drift.
 TensorFlow is imported only to write or parse files, so processes that only encode
-(Apache Beam workers) start without it.
+(Apache Beam workers) start without it; layouts here name their dtypes as strings
+for the same reason.
 """
 
+import functools
 import struct
+import types
 
 from bert_tf.errors import UserInputError, io_reason
 from bert_tf.progress import Progress
@@ -68,6 +74,53 @@ def encode_example(features):
   return _length_delimited(_TAG_1, b"".join(entries))
 
 
+# The encoder's three inputs as every task's records hold them, under the original's names
+# (input_pipeline.MODEL_INPUT_NAMES renames them for the models).
+ENCODER_FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+
+def encoder_layout(length):
+  """The three encoder inputs: name -> (length, "int64"), in file order."""
+  return {name: (length, "int64") for name in ENCODER_FEATURES}
+
+
+@functools.lru_cache(maxsize=None)
+def pretraining_layout(max_seq_length, max_predictions_per_seq):
+  """The 7 features of create_pretraining_data's records, in the original's file order.
+
+  Cached (every record written looks it up), hence read-only.
+  """
+  return types.MappingProxyType({
+      **encoder_layout(max_seq_length),
+      "masked_lm_positions": (max_predictions_per_seq, "int64"),
+      "masked_lm_ids": (max_predictions_per_seq, "int64"),
+      "masked_lm_weights": (max_predictions_per_seq, "float32"),
+      "next_sentence_labels": (1, "int64"),
+  })
+
+
+def encode_record(spec, values):
+  """Serialized tf.train.Example of `values` ({name: list}) in the layout `spec` declares.
+
+  `spec` maps each name to (length, dtype), the dtype a tf.DType or its name. Features
+  are written in the spec's order, float32 ones as float lists and the rest as int64
+  lists, and each must have the spec's length: a record that the reader would reject
+  (or, worse, read with another type) fails here, while it is written.
+  """
+  if len(values) != len(spec) or not all(name in values for name in spec):
+    raise ValueError("Record features %s do not match the layout %s." %
+                     (sorted(values), list(spec)))
+  entries = []
+  for name, (length, dtype) in spec.items():
+    value = values[name]
+    if len(value) != length:
+      raise ValueError("Record feature %s has %d values; the layout declares %d." %
+                       (name, len(value), length))
+    is_float = getattr(dtype, "name", dtype) == "float32"
+    entries.append((name, float_feature(value) if is_float else int64_feature(value)))
+  return encode_example(entries)
+
+
 def parse_example(serialized):
   """bytes -> {name: list of values}; for tests and diagnostics."""
   import tensorflow as tf
@@ -83,7 +136,9 @@ class ExampleFileWriter:
   """Writes serialized examples round-robin over files, each under a temporary name.
 
   `commit()` renames them into place once all are complete, so an interrupted run
-  never leaves a truncated file under a requested name.
+  never leaves a truncated file under a requested name. As a context manager it
+  commits when the block ends normally and aborts when it raises (KeyboardInterrupt
+  included), so every caller keeps that promise without writing it out.
   """
 
   def __init__(self, output_files, progress=None):
@@ -122,6 +177,15 @@ class ExampleFileWriter:
     if self.progress is not None:
       self.progress.update(1)
 
+  def __enter__(self):
+    return self
+
+  def __exit__(self, exc_type, exc, traceback):
+    if exc_type is None:
+      self.commit()
+    else:
+      self.abort()
+
   def close(self):
     for writer in self.writers:
       writer.close()
@@ -150,13 +214,9 @@ class ExampleFileWriter:
 
 def write_records(path, records, total=None, description="writing"):
   """Writes serialized records to one TFRecord file with progress; returns the count."""
-  writer = ExampleFileWriter([path], Progress(total, "records", description))
-  try:
+  with ExampleFileWriter([path], Progress(total, "records", description)) as writer:
     for record in records:
       writer.write(record)
-  except BaseException:
-    writer.abort()
-    raise
-  if total is None:
-    writer.progress.finish()
-  return writer.commit()
+    if total is None:
+      writer.progress.finish()
+  return writer.count

@@ -23,9 +23,14 @@ from bert_tf import example_codec
 from bert_tf.errors import UserInputError
 
 
-# The encoder's three inputs as every task's records hold them, under the original's names
-# (MODEL_INPUT_NAMES renames them for the models).
-ENCODER_FEATURES = ("input_ids", "input_mask", "segment_ids")
+# Record layouts and their encoding are stated in example_codec, without TensorFlow, for
+# writers that run without it; the specs below are those layouts with TF dtypes, for parsing.
+ENCODER_FEATURES = example_codec.ENCODER_FEATURES
+encode_record = example_codec.encode_record
+
+
+def _tf_layout(layout):
+  return {name: (length, tf.as_dtype(dtype)) for name, (length, dtype) in layout.items()}
 
 
 def encoder_features(length):
@@ -34,39 +39,12 @@ def encoder_features(length):
   Every task's feature spec starts from this (SQuAD puts unique_ids first), and its
   encoder writes through `encode_record` with that spec, so the two cannot disagree.
   """
-  return {name: (length, tf.int64) for name in ENCODER_FEATURES}
-
-
-def encode_record(spec, values):
-  """Serialized tf.train.Example of `values` ({name: list}) in the layout `spec` declares.
-
-  Features are written in the spec's order, as int64 or float lists by its dtype, and
-  each must have the spec's length: a record that the reader would reject (or, worse,
-  read with another type) fails here, while it is written.
-  """
-  if len(values) != len(spec) or not all(name in values for name in spec):
-    raise ValueError("Record features %s do not match the layout %s." %
-                     (sorted(values), list(spec)))
-  entries = []
-  for name, (length, dtype) in spec.items():
-    value = values[name]
-    if len(value) != length:
-      raise ValueError("Record feature %s has %d values; the layout declares %d." %
-                       (name, len(value), length))
-    encode = example_codec.float_feature if dtype == tf.float32 else example_codec.int64_feature
-    entries.append((name, encode(value)))
-  return example_codec.encode_example(entries)
+  return _tf_layout(example_codec.encoder_layout(length))
 
 
 def pretraining_features(max_seq_length, max_predictions_per_seq):
-  """The 7 features create_pretraining_data writes: name -> (length, dtype)."""
-  return {
-      **encoder_features(max_seq_length),
-      "masked_lm_positions": (max_predictions_per_seq, tf.int64),
-      "masked_lm_ids": (max_predictions_per_seq, tf.int64),
-      "masked_lm_weights": (max_predictions_per_seq, tf.float32),
-      "next_sentence_labels": (1, tf.int64),
-  }
+  """The 7 features create_pretraining_data writes (`example_codec.pretraining_layout`)."""
+  return _tf_layout(example_codec.pretraining_layout(max_seq_length, max_predictions_per_seq))
 
 
 def expand_files(patterns, flag="--input_file"):
@@ -96,13 +74,15 @@ def check_record_files(files, features):
     try:
       first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
     except tf.errors.OpError as e:
-      raise UserInputError("Cannot read TFRecord file %s: %s" % (path, e.message.splitlines()[0])) from None
+      raise UserInputError("Cannot read TFRecord file %s: %s" %
+                           (path, e.message.splitlines()[0])) from None
     if first is None:
       raise UserInputError("TFRecord file %s has no records." % path)
     try:
       example = tf.train.Example.FromString(first.numpy())
     except Exception:  # protobuf's DecodeError
-      raise UserInputError("TFRecord file %s does not hold tf.train.Example records." % path) from None
+      raise UserInputError(
+          "TFRecord file %s does not hold tf.train.Example records." % path) from None
     present = example.features.feature
     problems = []
     for name, (length, dtype) in features.items():
@@ -135,7 +115,8 @@ def _record_count(path, data):
     if size - offset < 12:
       raise UserInputError(
           "TFRecord file %s is cut short: record %d at byte offset %d has an incomplete header "
-          "(the file ends at byte %d). Copy or create the file again." % (path, count, offset, size))
+          "(the file ends at byte %d). Copy or create the file again." %
+          (path, count, offset, size))
     length, length_crc = struct.unpack_from("<QI", data, offset)
     if _masked_crc(data[offset:offset + 8]) != length_crc:
       raise UserInputError(
@@ -203,7 +184,8 @@ def to_model_names(features):
 
 
 def _parser(features):
-  spec = {name: tf.io.FixedLenFeature([length], dtype) for name, (length, dtype) in features.items()}
+  spec = {name: tf.io.FixedLenFeature([length], dtype)
+          for name, (length, dtype) in features.items()}
 
   def parse(record):
     example = tf.io.parse_single_example(record, spec)

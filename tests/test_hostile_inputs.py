@@ -118,10 +118,8 @@ def test_a_full_disk_while_writing_records_leaves_no_file(tmp_path):
   writer.writers = [FullDisk(writer.temporary[0])]
   with pytest.raises(UserInputError, match=r"Writing .*train.tf_record failed: No space left on "
                      r"device\. Nothing was kept; free space"):
-    try:
+    with writer:
       writer.write(b"record")
-    finally:
-      writer.abort()
   assert sorted(os.listdir(tmp_path)) == ["x.tf_record"]
 
 
