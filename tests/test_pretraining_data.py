@@ -8,7 +8,8 @@ import types
 import pytest
 import tensorflow as tf
 
-from bert_tf import cli, example_codec, pretraining_data, tokenization
+from bert_tf import (cli, example_codec, pretraining_corpus, pretraining_data,
+                     pretraining_instances, tokenization)
 from bert_tf.errors import UserInputError
 from conftest import FIXTURES, VOCAB_UNCASED
 from helpers import run_script
@@ -99,7 +100,7 @@ def test_masking_replacement_proportions_hand_checked():
   tokens = ["[CLS]"] + ["tok%d" % i for i in range(200)] + ["[SEP]"]
   counts = {"mask": 0, "kept": 0, "random": 0}
   for _ in range(200):
-    out, positions, labels = pretraining_data.create_masked_lm_predictions(
+    out, positions, labels = pretraining_instances.create_masked_lm_predictions(
         tokens, 0.15, 1000, vocab, rng)
     assert len(positions) == round(len(tokens) * 0.15)
     for p, label in zip(positions, labels):
@@ -283,7 +284,7 @@ def _as_tuples(instances):
 @pytest.mark.parametrize("block", [None, 2, 6])
 def test_truncation_cuts_and_draws_exactly_as_the_original_loop(block, monkeypatch):
   if block:  # the draws are counted a block at a time: blocks of a few draws, many blocks
-    monkeypatch.setattr(pretraining_data, "_BLOCK", block)
+    monkeypatch.setattr(pretraining_instances, "_BLOCK", block)
   cases = random.Random(5)
   lengths = [(a, b, m) for a in (0, 1, 2, 3, 7) for b in (0, 1, 2, 3, 8) for m in (1, 2, 5)]
   lengths += [(cases.randint(0, 400), cases.randint(0, 400), cases.randint(1, 300))
@@ -296,7 +297,7 @@ def test_truncation_cuts_and_draws_exactly_as_the_original_loop(block, monkeypat
     _original_truncate(want_a, want_b, m, want_rng)
     got_a, got_b = list(range(a)), list(range(-b, 0))
     got_rng = random.Random(seed)
-    pretraining_data.truncate_seq_pair(got_a, got_b, m, got_rng)
+    pretraining_instances.truncate_seq_pair(got_a, got_b, m, got_rng)
     assert (got_a, got_b) == (want_a, want_b), (a, b, m)
     assert got_rng.getstate() == want_rng.getstate(), (a, b, m)
 
@@ -341,14 +342,14 @@ def test_long_lines_give_the_original_algorithms_instances(tokenizer, max_seq_le
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_a_long_line_tokenized_in_pieces_equals_the_whole_line(do_lower_case, tmp_path,
                                                                monkeypatch):
-  monkeypatch.setattr(pretraining_data, "_PIECE_CHARS", 1000)  # pieces of 64K chars: same code
+  monkeypatch.setattr(pretraining_corpus, "_PIECE_CHARS", 1000)  # pieces of 64K chars: same code
   tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=do_lower_case)
   text = " ".join(open(CORPUS, encoding="utf-8").read().split())
   parts = [text[:5000], "中文字符" * 1000,  # ideographs without spaces: cut before one
            "ひらがなカタカナ" * 500,  # no cut point for 4000 characters
            "\tCafé\u3000ﬁne\u200bzero  x\x1cy\x1dz Ünïcödé " * 100, text[-3000:]]
   line = "".join(parts)
-  pieces = list(pretraining_data._tokenize_in_pieces(tokenizer, line))
+  pieces = list(pretraining_corpus._tokenize_in_pieces(tokenizer, line))
   assert len(pieces) > 12 and sum(chars for _, chars in pieces) == len(line)
   assert max(chars for _, chars in pieces) > 4000
   assert [t for tokens, _ in pieces for t in tokens] == tokenizer.tokenize(line)
@@ -373,21 +374,21 @@ def test_lines_far_longer_than_an_instance_are_warned_about(tokenizer, tmp_path,
   path = tmp_path / "corpus.txt"
   path.write_text("A sentence.\n%s\n\n%s\nEnd.\n" % (a_bit_long, long_line), encoding="utf-8")
   n = _tokens_of(tokenizer, long_line)
-  with caplog.at_level("WARNING", logger="bert_tf.pretraining_data"):
+  with caplog.at_level("WARNING", logger="bert_tf.pretraining_corpus"):
     pretraining_data.read_documents([str(path)], tokenizer, max_seq_length=64)
   assert [r.getMessage() for r in caplog.records] == [
       "%s line 4 has %d tokens, far more than an instance can use (at most 60 at "
       "--max_seq_length=64): at least %d of them are dropped each time the line is used. The "
       "input should hold one sentence per line (are line breaks missing?)" % (path, n, n - 60)]
   caplog.clear()
-  with caplog.at_level("WARNING", logger="bert_tf.pretraining_data"):
+  with caplog.at_level("WARNING", logger="bert_tf.pretraining_corpus"):
     pretraining_data.read_documents([str(path)], tokenizer)  # no max_seq_length: no check
     pretraining_data.read_documents([str(path)], tokenizer, max_seq_length=512)
   assert not caplog.records
   # Many such lines: ten are named, then one summary.
   many = tmp_path / "many.txt"
   many.write_text((long_line + "\n") * 13, encoding="utf-8")
-  with caplog.at_level("WARNING", logger="bert_tf.pretraining_data"):
+  with caplog.at_level("WARNING", logger="bert_tf.pretraining_corpus"):
     pretraining_data.read_documents([str(many)], tokenizer, max_seq_length=64)
   messages = [r.getMessage() for r in caplog.records]
   assert len(messages) == 11
@@ -403,7 +404,7 @@ def test_a_2mb_line_without_line_breaks(tokenizer, tmp_path, caplog):
   text = (words + " ") * (2_000_000 // len(words) + 1)
   path = tmp_path / "no_breaks.txt"
   path.write_text(text[:2_000_000], encoding="utf-8")
-  with caplog.at_level("WARNING", logger="bert_tf.pretraining_data"):
+  with caplog.at_level("WARNING", logger="bert_tf.pretraining_corpus"):
     documents = pretraining_data.read_documents([str(path)], tokenizer, max_seq_length=128)
   n = len(documents[0][0])
   assert len(documents) == 1 and len(documents[0]) == 1 and n > 400_000
@@ -428,7 +429,7 @@ def test_a_2mb_line_without_line_breaks(tokenizer, tmp_path, caplog):
 # --- Masking procedures (paper appendix C.2, Table 8) ---------------------------------------
 
 def test_default_masking_draws_exactly_as_the_original():
-  assert pretraining_data.replacement_thresholds(0.8, 0.1) == (0.8, 0.5)
+  assert pretraining_instances.replacement_thresholds(0.8, 0.1) == (0.8, 0.5)
   vocab = ["[PAD]", "[MASK]", "w1", "w2", "w3", "w4"]
   cases = random.Random(11)
   for _ in range(300):
@@ -438,8 +439,8 @@ def test_default_masking_draws_exactly_as_the_original():
     want = _original_masking(tokens, 0.15, 20, vocab, want_rng)
     for options in ({}, {"mask_token_prob": 0.8, "random_token_prob": 0.1}):
       got_rng = random.Random(seed)
-      got = pretraining_data.create_masked_lm_predictions(tokens, 0.15, 20, vocab, got_rng,
-                                                          **options)
+      got = pretraining_instances.create_masked_lm_predictions(tokens, 0.15, 20, vocab,
+                                                               got_rng, **options)
       assert got == want
       assert got_rng.getstate() == want_rng.getstate()
 
@@ -455,7 +456,7 @@ def test_masking_shares_of_each_table_8_row(mask, random_token):
   tokens = ["[CLS]"] + ["tok%d" % i for i in range(200)] + ["[SEP]"]
   counts = {"mask": 0, "kept": 0, "random": 0}
   for _ in range(200):
-    out, positions, labels = pretraining_data.create_masked_lm_predictions(
+    out, positions, labels = pretraining_instances.create_masked_lm_predictions(
         tokens, 0.15, 1000, vocab, rng, mask_token_prob=mask, random_token_prob=random_token)
     assert len(positions) == 30 and [tokens[p] for p in positions] == labels
     assert [p for p, t in enumerate(out) if t != tokens[p]] == [
@@ -513,7 +514,7 @@ def test_masking_flags_are_checked():
   for mask, random_token in TABLE_8 + [(0.7, 0.3), (0.35, 0.65), (0.1, 0.9)]:
     cli.check_pretraining_data_flags(_FlagValues(mask_token_prob=mask,
                                                  random_token_prob=random_token))
-    pretraining_data.replacement_thresholds(mask, random_token)
+    pretraining_instances.replacement_thresholds(mask, random_token)
   for mask, random_token in ((0.9, 0.2), (1.1, 0.0), (0.5, -0.1), (float("nan"), 0.1)):
     with pytest.raises(UserInputError) as error:
       cli.check_pretraining_data_flags(_FlagValues(mask_token_prob=mask,
@@ -522,7 +523,7 @@ def test_masking_flags_are_checked():
         "--mask_token_prob=%s and --random_token_prob=%s must each be in [0, 1] and sum to at "
         "most 1 (the rest of the predicted tokens keep their token)." % (mask, random_token))
     with pytest.raises(ValueError):
-      pretraining_data.replacement_thresholds(mask, random_token)
+      pretraining_instances.replacement_thresholds(mask, random_token)
 
 
 @pytest.mark.slow
