@@ -43,9 +43,9 @@ FLAGS = flags.FLAGS
 
 cli.define_pretraining_data_flags()
 flags.DEFINE_integer("documents_per_shard", 0,
-                     "0 (default): hold the whole corpus in memory and write exactly the original's "
-                     "records. N > 0: stream the corpus N documents at a time with bounded memory "
-                     "(different, equally valid records).")
+                     "0 (default): hold the whole corpus in memory and write exactly the "
+                     "original's records. N > 0: stream the corpus N documents at a time with "
+                     "bounded memory (different, equally valid records).")
 flags.adopt_module_key_flags(cli)  # --help lists the shared flags too
 
 
