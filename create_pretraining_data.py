@@ -3,9 +3,10 @@
 Same flags and, for the same input, flags and seed, the same records as Google's
 create_pretraining_data.py:
 
-  python create_pretraining_data.py --input_file=corpus.txt --output_file=/tmp/tf_examples.tfrecord \
-    --vocab_file=$BERT_DIR/vocab.txt --do_lower_case=True --max_seq_length=128 \
-    --max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
+  python create_pretraining_data.py --input_file=data/pretraining_corpus.txt \
+    --output_file=/tmp/tf_examples.tfrecord --vocab_file=$BERT_DIR/vocab.txt \
+    --do_lower_case=True --max_seq_length=128 --max_predictions_per_seq=20 \
+    --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
 
 Masking procedures (the paper's appendix C.2, Table 8): of the tokens chosen for
 prediction, the share --mask_token_prob becomes [MASK], --random_token_prob a random

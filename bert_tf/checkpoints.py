@@ -146,7 +146,8 @@ def _open_google(path):
     reader = tf.train.load_checkpoint(path)
   except (tf.errors.OpError, ValueError) as e:
     message = getattr(e, "message", None) or str(e)
-    raise UserInputError("Cannot read checkpoint %s: %s" % (path, message.splitlines()[0])) from None
+    raise UserInputError("Cannot read checkpoint %s: %s" %
+                         (path, message.splitlines()[0])) from None
   all_shapes = reader.get_variable_to_shape_map()
   if _OBJECT_GRAPH_KEY in all_shapes and not any(n.startswith("bert/") for n in all_shapes):
     raise UserInputError(

@@ -1,4 +1,5 @@
-"""export_tfhub.py: TF-Hub-style encoder + preprocessor equal bert_tf's tokenizer, model, MLM head."""
+"""export_tfhub.py: the TF-Hub-style encoder + preprocessor equal bert_tf's tokenizer, model and
+MLM head."""
 
 import importlib.util
 import json
