@@ -44,6 +44,9 @@ class DataProcessor:
   labels = None  # list of label strings; None for regression
   train_file, dev_file, test_file = "train.tsv", "dev.tsv", "test.tsv"
   is_pair = True
+  # text_a is a question and text_b the passage asked about (SQuAD-style), so windows over
+  # text_a (--long_document=windows) would cut the short side.
+  question_first = False
 
   def get_train_examples(self, data_dir):
     return self._examples(data_dir, self.train_file, "train")
@@ -191,6 +194,7 @@ class _IndexedPairProcessor(DataProcessor):
 
 class QnliProcessor(_IndexedPairProcessor):
   labels = ["entailment", "not_entailment"]
+  question_first = True
 
 
 class RteProcessor(_IndexedPairProcessor):

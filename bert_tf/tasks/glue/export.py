@@ -1,13 +1,20 @@
-"""SavedModel export of a run_classifier model: raw text in, labels and probabilities out."""
+"""SavedModel export of a run_classifier model: raw text in, labels and probabilities out.
+
+With windows (run_classifier --long_document=windows) a long text_a is cut into windows
+in-graph, by `text_windows.doc_windows` (the SQuAD and NER exports' windows) and
+`windows.window_room` stated as graph ops, and each row's answer pools its windows' logits,
+so a request gets the prediction run_classifier writes for it.
+"""
 
 import tensorflow as tf
 
-from bert_tf import checks, export
+from bert_tf import checks, export, text_packing, text_windows
 from bert_tf.errors import UserInputError
+from bert_tf.tasks.glue import windows as glue_windows
 
 
 def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_length, label_list,
-                      text_pair, overwrite=False, strip_accents=None):
+                      text_pair, overwrite=False, strip_accents=None, windows=None):
   """Exports a ClassifierModel (classification, or regression with one output).
 
   Args:
@@ -20,11 +27,14 @@ def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_leng
       model must have one output).
     text_pair: whether the task takes sentence pairs (adds the `text_b` input).
     overwrite: replace an existing non-empty export_dir.
+    windows: a glue.WindowOptions to read long texts as run_classifier
+      --long_document=windows does; None truncates (the original).
 
   Signatures:
     serving_default: text_a (and text_b) string [batch] -> classification:
       probabilities float32 [batch, num_labels], label_ids int32 [batch], labels
-      string [batch]; regression: predictions float32 [batch].
+      string [batch]; regression: predictions float32 [batch]. With `windows`, from
+      the row's windows' logits pooled (a row's text_a of any length).
     serve_ids: input_word_ids, input_mask, input_type_ids int32 [batch, seq] ->
       logits float32 [batch, num_labels] (and predictions for regression).
 
@@ -42,8 +52,13 @@ def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_leng
                            % (len(label_list), num_labels))
   export.check_export_dir(export_dir, overwrite)
   text_pair = bool(text_pair)
-  checks.check_seq_length(max_seq_length, model.config, 3 if text_pair else 2,
-                         flag="max_seq_length")
+  min_length = glue_windows.min_seq_length(text_pair) if windows else 3 if text_pair else 2
+  checks.check_seq_length(max_seq_length, model.config, min_length, flag="max_seq_length")
+  if windows:
+    checks.check_positive("doc_stride", windows.doc_stride)
+    if windows.pooling not in glue_windows.POOLINGS:
+      raise UserInputError("window_pooling=%r must be one of %s." %
+                           (windows.pooling, ", ".join(glue_windows.POOLINGS)))
   tokenizer = export.make_tokenizer(vocab_file, do_lower_case, strip_accents)
   module = export.ServingModule(tokenizer, [model])
 
@@ -59,6 +74,9 @@ def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_leng
             "labels": tf.gather(tf.constant(label_list), label_ids)}
 
   def from_text(text_a, text_b=None):
+    if windows:
+      return answer(windowed_logits(module.tokenizer, text_a, text_b, max_seq_length, windows,
+                                    logits_of))
     return answer(logits_of(module.tokenizer.encode(text_a, text_b, seq_length=max_seq_length)))
 
   def from_ids(input_word_ids, input_mask, input_type_ids):
@@ -88,5 +106,58 @@ def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_leng
       "dynamic_length": model.dynamic_length,
       "text_pair": text_pair,
   }
+  if windows:
+    metadata.update(long_document="windows", doc_stride=windows.doc_stride,
+                    window_pooling=windows.pooling)
   return export.save_serving_module(export_dir, module, signatures, metadata,
                                     overwrite=overwrite)
+
+
+def window_room(len_a, len_b, max_seq_length):
+  """`windows.window_room` of each row, as graph ops: (pieces of text_a per window, pieces
+  of text_b kept), int64 [rows]; a row whose text_b has no pieces is a single text."""
+  room = tf.constant(max_seq_length - 3, tf.int64)
+  keep_b = tf.minimum(len_b, room - tf.minimum(len_a, (room + 1) // 2))
+  single = tf.equal(len_b, 0)
+  return (tf.where(single, room + 1, room - keep_b),
+          tf.where(single, tf.zeros_like(keep_b), keep_b))
+
+
+def window_features(tokenizer, text_a, text_b, max_seq_length, doc_stride):
+  """The packed windows of every row (`windows.example_windows` as graph ops): (dict of
+  int32 [windows, max_seq_length] input_word_ids, input_mask, input_type_ids; int64
+  [windows] row of each window). Every row has at least one window (an empty text_a gives
+  `[CLS] [SEP] b [SEP]`), in row order."""
+  if tokenizer.cls_id is None or tokenizer.sep_id is None:
+    raise UserInputError("The vocabulary lacks [CLS] or [SEP]; it cannot pack inputs.")
+  pieces_a = tokenizer.tokenize(text_a).with_row_splits_dtype(tf.int64)
+  len_a = pieces_a.row_lengths()
+  if text_b is None:
+    per_window, keep_b = max_seq_length - 2, None
+  else:
+    pieces_b = tokenizer.tokenize(text_b).with_row_splits_dtype(tf.int64)
+    same = tf.debugging.assert_equal(
+        pieces_a.nrows(), pieces_b.nrows(),
+        message="text_a and text_b must have the same batch size (one text_b per text_a; an "
+                "empty string for a single sentence).")
+    with tf.control_dependencies([same]):
+      per_window, keep_b = window_room(len_a, pieces_b.row_lengths(), max_seq_length)
+  row, start, length = text_windows.doc_windows(len_a, per_window, doc_stride,
+                                                at_least_one=True)
+
+  def pieces_of(pieces, first, count):
+    first = tf.gather(pieces.row_starts(), row) + first
+    return tf.gather(pieces.flat_values, tf.ragged.range(first, first + count))
+
+  segments_b = None if text_b is None else pieces_of(pieces_b, 0, tf.gather(keep_b, row))
+  features = text_packing.pack_inputs(pieces_of(pieces_a, start, length), segments_b,
+                                      max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
+  return features, row
+
+
+def windowed_logits(tokenizer, text_a, text_b, max_seq_length, windows, logits_of):
+  """Per row, its windows' logits (`logits_of(features)`) pooled: [rows, labels] float32."""
+  features, row = window_features(tokenizer, text_a, text_b, max_seq_length, windows.doc_stride)
+  pool = (tf.math.unsorted_segment_max if windows.pooling == "max"
+          else tf.math.unsorted_segment_mean)
+  return pool(logits_of(features), row, tf.size(text_a))

@@ -22,18 +22,22 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
   if isinstance(example, PaddingInputExample):
     zeros = [0] * max_seq_length
     return zeros, zeros, zeros, 0.0 if label_list is None else 0, 0
-  if label_list is None:
-    label_id = float(example.label)
-  else:
-    try:
-      label_id = label_list.index(example.label)
-    except ValueError:
-      raise UserInputError("Example %s has label %r, which is not one of the task's labels %s." %
-                           (example.guid, example.label, label_list)) from None
+  label_id = label_id_of(example, label_list)
   tokens_a = tokenizer.tokenize(example.text_a)
   tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
   packed = packing.pack_tokens(tokens_a, tokens_b, max_seq_length, tokenizer)
   return packed.input_ids, packed.input_mask, packed.segment_ids, label_id, 1
+
+
+def label_id_of(example, label_list):
+  """The example's label as its record holds it: a float (regression) or an index."""
+  if label_list is None:
+    return float(example.label)
+  try:
+    return label_list.index(example.label)
+  except ValueError:
+    raise UserInputError("Example %s has label %r, which is not one of the task's labels %s." %
+                         (example.guid, example.label, label_list)) from None
 
 
 def feature_spec(max_seq_length, regression=False):

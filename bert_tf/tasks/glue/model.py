@@ -72,7 +72,8 @@ class ClassificationTask(base.Task):
     return sums
 
   def predictions(self, logits, features):
-    """Per-example outputs for test_results.tsv and the GLUE metrics."""
+    """Per-example outputs for test_results.tsv and the GLUE metrics (the logits too, which
+    --long_document=windows pools over an example's windows)."""
     if self.regression:
       return {"predictions": ops.reshape(logits, (-1,))}
-    return {"probabilities": ops.softmax(logits, axis=-1)}
+    return {"probabilities": ops.softmax(logits, axis=-1), "logits": logits}

@@ -1,0 +1,112 @@
+"""run_classifier's --long_document=windows: a long example read whole, as several windows.
+
+The original truncates every example to max_seq_length (its tasks are short); a long
+document then counts only by its first pieces. Here text_a is cut into windows of what
+fits, `doc_stride` apart, by the rule of run_squad's and run_ner's windows
+(`packing.doc_spans_for`); each window is a record of the truncate layout with the
+example's label, and an example's prediction pools its windows' logits (mean or max).
+
+Pairs keep text_b in every window: `[CLS] window of a [SEP] b [SEP]`. When text_b would
+leave text_a less than half of the max_seq_length - 3 pieces, text_b is cut at its end
+to what that half leaves (`window_room`). An example that fits is one window, the very
+record truncate writes. The export applies the same rule in-graph (glue/export.py).
+"""
+
+import dataclasses
+
+import numpy as np
+
+from bert_tf import packing
+from bert_tf.tasks.glue.features import label_id_of
+
+MODES = ("truncate", "windows")
+POOLINGS = ("mean", "max")
+DEFAULT_DOC_STRIDE = 128  # run_squad's and run_ner's default
+DEFAULT_POOLING = "mean"
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowOptions:
+  """How long examples become windows and how their logits make one prediction."""
+  doc_stride: int = DEFAULT_DOC_STRIDE
+  pooling: str = DEFAULT_POOLING
+
+
+def min_seq_length(text_pair):
+  """The least max_seq_length that gives text_a (and text_b, for pairs) a piece per window."""
+  return 5 if text_pair else 3
+
+
+def window_room(len_a, len_b, max_seq_length):
+  """(pieces of text_a per window, pieces of text_b kept) for texts of these lengths.
+
+  text_a keeps at least half of the room (rounded up), or all of itself if shorter; text_b
+  takes the rest. When both fit, text_b is kept whole and text_a's one window holds it all.
+  """
+  if not len_b:
+    return max_seq_length - 2, 0
+  room = max_seq_length - 3
+  keep_b = min(len_b, room - min(len_a, (room + 1) // 2))
+  return room - keep_b, keep_b
+
+
+def _spans(example, max_seq_length, tokenizer, doc_stride):
+  """(text_a's pieces, text_b's kept pieces, the windows over text_a's pieces)."""
+  tokens_a = tokenizer.tokenize(example.text_a)
+  tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
+  per_window, keep_b = window_room(len(tokens_a), len(tokens_b), max_seq_length)
+  spans = packing.doc_spans_for(len(tokens_a), per_window, doc_stride)
+  return tokens_a, tokens_b[:keep_b], spans or [packing.DocSpan(0, 0)]  # empty a: one window
+
+
+def count_windows(example, max_seq_length, tokenizer, doc_stride):
+  return len(_spans(example, max_seq_length, tokenizer, doc_stride)[2])
+
+
+def example_windows(example, label_list, max_seq_length, tokenizer, doc_stride):
+  """convert_single_example's feature tuples of each window of `example`, in order."""
+  label_id = label_id_of(example, label_list)
+  tokens_a, tokens_b, spans = _spans(example, max_seq_length, tokenizer, doc_stride)
+  features = []
+  for span in spans:
+    packed = packing.pack_tokens(tokens_a[span.start:span.start + span.length], tokens_b,
+                                 max_seq_length, tokenizer)
+    features.append((packed.input_ids, packed.input_mask, packed.segment_ids, label_id, 1))
+  return features
+
+
+def describe(counts):
+  """The log's account of the windows: how many examples were long, and what they gave."""
+  counts = np.asarray(counts, np.int64)
+  long = counts > 1
+  return "%d examples, %d windows (%d examples longer than a window gave %d of them)" % (
+      len(counts), counts.sum(), long.sum(), counts[long].sum())
+
+
+def pool(values, counts, pooling):
+  """Per example, the mean or max of its windows' rows of `values` (windows in example
+  order, `counts[i]` of them for example i, each at least 1)."""
+  values = np.asarray(values)
+  starts = np.cumsum(counts) - counts
+  if pooling == "max":
+    return np.maximum.reduceat(values, starts, axis=0)
+  sums = np.add.reduceat(values, starts, axis=0)
+  return (sums / np.reshape(counts, (-1,) + (1,) * (values.ndim - 1))).astype(values.dtype)
+
+
+def softmax(logits):
+  shifted = np.exp(logits - np.max(logits, axis=-1, keepdims=True))
+  return shifted / np.sum(shifted, axis=-1, keepdims=True)
+
+
+def example_metrics(pooled, labels, regression):
+  """eval_loss (and eval_accuracy) of the pooled logits, as the original's metric_fn takes
+  them per example: the mean cross-entropy (squared error for regression) and accuracy."""
+  pooled = np.asarray(pooled, np.float64)
+  if regression:
+    return {"eval_loss": float(np.mean((pooled - labels) ** 2))}
+  shifted = pooled - np.max(pooled, axis=-1, keepdims=True)
+  log_probabilities = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+  picked = np.take_along_axis(log_probabilities, labels[:, None], axis=-1)[:, 0]
+  return {"eval_loss": float(-np.mean(picked)),
+          "eval_accuracy": float(np.mean(np.argmax(pooled, axis=-1) == labels))}
