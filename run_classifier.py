@@ -11,7 +11,8 @@ submission files:
     --output_dir=/tmp/mrpc_output/
 
 Tasks: cola, mnli, mnli-mm, mrpc, xnli, sst-2, qqp, qnli, rte, wnli, sts-b.
-Re-running the same command resumes training from --output_dir.
+Re-running the same command resumes training from --output_dir. --long_document=windows reads
+texts longer than --max_seq_length whole, as windows (docs/runners.md).
 """
 
 import sys
@@ -21,9 +22,10 @@ from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import cli, runner, runner_flags
+from bert_tf import checks, cli, runner, runner_flags
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
+from bert_tf.tasks.glue import windows as glue_windows
 
 FLAGS = flags.FLAGS
 
@@ -34,6 +36,17 @@ flags.DEFINE_string("task_name", None, "The name of the task to train.")
 flags.DEFINE_bool("write_glue_submission", False,
                   "With --do_predict, also write <TASK>.tsv in the GLUE submission format.")
 flags.DEFINE_string("xnli_language", "zh", "Language of the xnli task (the original used zh).")
+flags.DEFINE_enum("long_document", "truncate", list(glue_windows.MODES),
+                  "truncate: cut every example to --max_seq_length (the original). windows: cut "
+                  "text_a into windows of what fits, --doc_stride apart (text_b whole in each); "
+                  "train on every window and pool an example's windows into one prediction.")
+flags.DEFINE_integer("doc_stride", None,
+                     "With --long_document=windows: when splitting up a long document into "
+                     "windows, how much stride to take between windows (default %d)."
+                     % glue_windows.DEFAULT_DOC_STRIDE)
+flags.DEFINE_enum("window_pooling", None, list(glue_windows.POOLINGS),
+                  "With --long_document=windows: how an example's prediction combines its "
+                  "windows' logits (default %s)." % glue_windows.DEFAULT_POOLING)
 runner_flags.define_finetuning_flags(
     export_help="If set, write a SavedModel here: `serving_default` takes raw text, "
                 "`serve_ids` takes word ids.")
@@ -57,6 +70,33 @@ class ClassifierHooks(runner.TaskHooks):
       self.processor = glue.XnliProcessor(self.flags.xnli_language)
     self.label_list = self.processor.get_labels()
     self.regression = self.label_list is None
+    self.windows = None  # WindowOptions with --long_document=windows
+    self.window_counts = {}  # split -> windows per example, as encode wrote them
+
+  def check(self, options):
+    f = self.flags
+    if f.long_document != "windows":
+      for name in ("doc_stride", "window_pooling"):
+        if getattr(f, name) is not None:
+          raise UserInputError("--%s=%s is for --long_document=windows; drop it or add "
+                               "--long_document=windows." % (name, getattr(f, name)))
+      return
+    if self.processor.question_first:
+      raise UserInputError("--long_document=windows cuts text_a into windows, but %s's text_a "
+                           "is a question and its long text is text_b (SQuAD-style); use "
+                           "--long_document=truncate, or run_squad.py for long passages."
+                           % self.task_name.upper())
+    self.windows = glue.WindowOptions(
+        glue_windows.DEFAULT_DOC_STRIDE if f.doc_stride is None else f.doc_stride,
+        f.window_pooling or glue_windows.DEFAULT_POOLING)
+    checks.check_positive("doc_stride", self.windows.doc_stride)
+    self.min_seq_length = glue_windows.min_seq_length(self.processor.is_pair)
+    if self.processor.is_pair and options.max_seq_length < self.min_seq_length:
+      raise UserInputError("--max_seq_length=%d leaves no room for a window of text_a beside "
+                           "text_b ([CLS] a [SEP] b [SEP]); --long_document=windows on %s needs "
+                           "at least %d." % (options.max_seq_length, self.task_name.upper(),
+                                             self.min_seq_length))
+    self.one_record_per_example = False  # a long example gives several windows
 
   def read_examples(self, run, split):
     if split == "train":
@@ -72,17 +112,51 @@ class ClassifierHooks(runner.TaskHooks):
     return examples
 
   def record_files(self, run, split, examples):
-    """On TPUs the original padded eval/predict sets to whole batches with fake examples."""
-    if split != "train" and run.options.strategy == "tpu":
+    """On TPUs the original padded eval/predict sets to whole batches with fake examples (with
+    windows, `encode` pads the windows instead)."""
+    if split != "train" and run.options.strategy == "tpu" and not self.windows:
       padding = -len(examples) % run.options.batch_size(split)
       examples = examples + [glue.PaddingInputExample()] * padding
     return super().record_files(run, split, examples)
 
   def encode(self, run, split, examples):
-    """The original's file_based_convert_examples_to_features."""
+    """The original's file_based_convert_examples_to_features (with windows: every window of
+    every example, their counts kept for pooling)."""
+    if self.windows:
+      yield from self.encode_windows(run, split, examples)
+      return
     for index, example in enumerate(examples):
       yield glue.encode_features(glue.convert_single_example(
           index, example, self.label_list, run.options.max_seq_length, run.tokenizer))
+
+  def example_windows(self, run, example):
+    return glue_windows.example_windows(example, self.label_list, run.options.max_seq_length,
+                                        run.tokenizer, self.windows.doc_stride)
+
+  def encode_windows(self, run, split, examples):
+    counts = self.window_counts[split] = []
+    for example in examples:
+      features = self.example_windows(run, example)
+      counts.append(len(features))
+      yield from map(glue.encode_features, features)
+    if split != "train" and run.options.strategy == "tpu":  # whole batches of windows
+      padding = glue.encode_features(glue.convert_single_example(
+          0, glue.PaddingInputExample(), self.label_list, run.options.max_seq_length, None))
+      yield from [padding] * (-sum(counts) % run.options.batch_size(split))
+
+  def train_steps(self, run, examples):
+    """Steps over windows (with --long_document=windows a batch is windows, not examples)."""
+    if not self.windows:
+      return super().train_steps(run, examples)
+    counts = [glue_windows.count_windows(example, run.options.max_seq_length, run.tokenizer,
+                                         self.windows.doc_stride) for example in examples]
+    logging.info("--long_document=windows, training set: %s", glue_windows.describe(counts))
+    return run.options.train_steps(sum(counts))
+
+  def describe(self, run, split, examples):
+    if not self.windows:
+      return super().describe(run, split, examples)
+    return glue_windows.describe(self.window_counts[split])
 
   def feature_spec(self, run, split):
     return glue.feature_spec(run.options.max_seq_length, self.regression)
@@ -92,12 +166,30 @@ class ClassifierHooks(runner.TaskHooks):
                                    self.regression, **run.options.task_options())
 
   def settings(self, run):
-    return {"task_name": self.task_name, "labels": self.label_list}
+    """The task and labels; with windows, when training, how the data was cut (a stored
+    state made otherwise stops a resume; evaluating it with other windows is allowed)."""
+    settings = {"task_name": self.task_name, "labels": self.label_list}
+    if self.windows and run.options.do_train:
+      settings.update(long_document="windows", doc_stride=self.windows.doc_stride)
+    return settings
 
   def head_labels(self, run):
     return None if self.regression else ("classifier", self.label_list, None)
 
+  def pooled(self, split, outputs):
+    """Per example, its windows' logits (regression: outputs) pooled."""
+    values = outputs["predictions" if self.regression else "logits"]
+    counts = self.window_counts[split]
+    return glue_windows.pool(values[:sum(counts)], counts, self.windows.pooling)
+
   def postprocess_eval(self, run, examples, result, outputs):
+    if self.windows:
+      labels = np.array([glue.label_id_of(e, self.label_list) for e in examples])
+      pooled = self.pooled("eval", outputs)
+      result.update(glue_windows.example_metrics(pooled, labels, self.regression))
+      predictions = pooled if self.regression else np.argmax(pooled, axis=-1)
+      result.update(glue.glue_metrics(self.task_name, predictions, labels))
+      return result
     if self.regression:
       labels = np.array([e.label for e in examples])
       predictions = outputs["predictions"][:len(examples)]
@@ -108,8 +200,12 @@ class ClassifierHooks(runner.TaskHooks):
     return result
 
   def postprocess_predict(self, run, examples, outputs):
-    values = outputs["predictions"][:, None] if self.regression else outputs["probabilities"]
-    values = values[:len(examples)]
+    if self.windows:
+      pooled = self.pooled("predict", outputs)
+      values = pooled[:, None] if self.regression else glue_windows.softmax(pooled)
+    else:
+      values = outputs["predictions"][:, None] if self.regression else outputs["probabilities"]
+      values = values[:len(examples)]
     runner.write_test_results(run.output_path("test_results.tsv"), values)
     if self.flags.write_glue_submission:
       self.write_glue_submission(run, values)
@@ -130,14 +226,13 @@ class ClassifierHooks(runner.TaskHooks):
     options = run.options
     export_classifier(options.export_dir, run.serving_model(), options.vocab_file,
                       options.do_lower_case, options.max_seq_length, self.label_list,
-                      self.processor.is_pair, strip_accents=options.strip_accents)
+                      self.processor.is_pair, strip_accents=options.strip_accents,
+                      windows=self.windows)
 
 
 def main(_):
-  cli.require_flags(FLAGS, "data_dir", "task_name", "vocab_file", "bert_config_file",
-                    "output_dir")
-  runner.run_task(runner.RunOptions.from_flags(FLAGS),
-                  ClassifierHooks(runner_flags.task_flags(sys.modules[__name__])))
+  runner.main(ClassifierHooks, sys.modules[__name__],
+              ["data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir"])
 
 
 if __name__ == "__main__":

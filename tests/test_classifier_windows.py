@@ -1,0 +1,318 @@
+"""run_classifier --long_document=windows: the windows (Python and in-graph), the pooling, and
+one run through the real command line (records, metrics, predictions, export, resume)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import example_codec, packing, tokenization
+from bert_tf.tasks import glue
+from bert_tf.tasks.glue import export as glue_export
+from bert_tf.tasks.glue import windows
+from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, assert_float32_close
+from helpers import ROOT, run_script, run_serving_script
+
+LETTERS = "a b c d e f g h i j"  # ten words, each one piece of the uncased vocab
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  return tokenization.FullTokenizer(VOCAB_UNCASED, True)
+
+
+@pytest.fixture(scope="module")
+def graph_tokenizer():
+  from bert_tf.text import BertTextTokenizer
+  return BertTextTokenizer(VOCAB_UNCASED, True)
+
+
+def _windows(tokenizer, text_a, text_b, seq, stride, label="1"):
+  example = glue.InputExample("x", text_a, text_b, label)
+  return windows.example_windows(example, ["0", "1"], seq, tokenizer, stride)
+
+
+def _pieces(tokenizer, features):
+  """Each window's tokens up to the padding."""
+  return [tokenizer.convert_ids_to_tokens(ids[:sum(mask)]) for ids, mask, *_ in features]
+
+
+def test_windows_hand_worked(tokenizer):
+  a = LETTERS.split()
+  # Single text, 8 = [CLS] + 6 + [SEP]: windows of 6 pieces, 4 apart (doc_spans_for's rule).
+  assert packing.doc_spans_for(10, 6, 4) == [(0, 6), (4, 6)]
+  assert _pieces(tokenizer, _windows(tokenizer, LETTERS, None, 8, 4)) == [
+      ["[CLS]"] + a[0:6] + ["[SEP]"], ["[CLS]"] + a[4:10] + ["[SEP]"]]
+  # Pair, 10: room 7; b (3 pieces) leaves a 4 a window; stride 3 -> starts 0, 3, 6.
+  pair = _windows(tokenizer, LETTERS, "x y z", 10, 3, label="0")
+  b = ["x", "y", "z", "[SEP]"]
+  assert _pieces(tokenizer, pair) == [["[CLS]"] + a[s:s + 4] + ["[SEP]"] + b for s in (0, 3, 6)]
+  assert [f[2][:9] for f in pair] == [[0] * 6 + [1] * 3] * 3  # segment ids
+  assert {(f[3], f[4]) for f in pair} == {(0, 1)}  # the example's label, real
+  # A long b is cut to what leaves a half the room (4 of 7), at its end.
+  long_b = _windows(tokenizer, LETTERS, "s t u v w x y z", 10, 4)
+  cut_b = ["[SEP]", "s", "t", "u", "[SEP]"]
+  assert _pieces(tokenizer, long_b) == [["[CLS]"] + a[0:4] + cut_b, ["[CLS]"] + a[4:8] + cut_b,
+                                        ["[CLS]"] + a[8:10] + cut_b]  # the last one shorter
+  # A short a keeps all of itself and b takes the rest: one window, as truncation gives.
+  assert windows.window_room(2, 8, 10) == (2, 5)
+  # What fits is one window, the record truncate writes; an empty text_a is one window too.
+  for text_a, text_b, seq in ((LETTERS, None, 12), (LETTERS, "x y z", 16), ("", "x y", 8),
+                              ("", None, 8), ("a b", "s t u v w x y z", 10)):
+    (features,) = _windows(tokenizer, text_a, text_b, seq, 2)
+    assert features == glue.convert_single_example(
+        0, glue.InputExample("x", text_a, text_b, "1"), ["0", "1"], seq, tokenizer)
+
+
+def test_in_graph_windows_equal_the_runners(tokenizer, graph_tokenizer):
+  """export.window_features packs the records run_classifier writes, row after row."""
+  graph = graph_tokenizer
+  long_text = " ".join("word%d is here, again." % i for i in range(40))
+  texts_a = [long_text, "", "Short text .", LETTERS, long_text[:150], "\x00"]
+  texts_b = ["", "the other side", "Also short .", "x y z " * 9, long_text[:90], "b"]
+  for seq, stride in ((8, 1), (16, 5), (32, 128)):
+    for pair in (False, True):
+      expected, rows = [], []
+      for row, (a, b) in enumerate(zip(texts_a, texts_b)):
+        features = _windows(tokenizer, a, b if pair else None, seq, stride)
+        expected += [f[:3] for f in features]
+        rows += [row] * len(features)
+      got, got_rows = glue_export.window_features(
+          graph, tf.constant(texts_a), tf.constant(texts_b) if pair else None, seq, stride)
+      got = zip(*(got[k].numpy().tolist() for k in ("input_word_ids", "input_mask",
+                                                    "input_type_ids")))
+      assert [tuple(f) for f in got] == [tuple(f) for f in expected], (seq, stride, pair)
+      assert got_rows.numpy().tolist() == rows
+
+
+def test_pooling_hand_worked():
+  logits = np.array([[1.0, 2.0], [3.0, 0.0], [5.0, 5.0], [-1.0, 4.0]], np.float32)
+  counts = [2, 1, 1]  # example 0 has two windows
+  np.testing.assert_array_equal(windows.pool(logits, counts, "mean"),
+                                [[2.0, 1.0], [5.0, 5.0], [-1.0, 4.0]])
+  np.testing.assert_array_equal(windows.pool(logits, counts, "max"),
+                                [[3.0, 2.0], [5.0, 5.0], [-1.0, 4.0]])
+  np.testing.assert_array_equal(windows.pool(np.array([1.0, 3.0, 7.0]), [2, 1], "mean"),
+                                [2.0, 7.0])  # regression outputs
+  # Per example: [2, 1] -> label 0 right, loss log(1 + e^-1); [0, 0] -> label 1, log 2.
+  metrics = windows.example_metrics(np.array([[2.0, 1.0], [0.0, 0.0]]), np.array([0, 1]), False)
+  assert metrics["eval_loss"] == pytest.approx((np.log1p(np.exp(-1.0)) + np.log(2.0)) / 2)
+  assert metrics["eval_accuracy"] == 0.5  # a tie goes to label 0, as argmax
+  assert windows.example_metrics(np.array([2.0, 7.0]), np.array([1.0, 4.0]), True) == {
+      "eval_loss": 5.0}
+  assert windows.describe([1, 3, 1, 2]) == (
+      "4 examples, 7 windows (2 examples longer than a window gave 5 of them)")
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max"])
+def test_in_graph_pooling_is_per_row(pooling, graph_tokenizer):
+  graph = graph_tokenizer
+  texts = tf.constant([LETTERS, "a", LETTERS + " " + LETTERS])
+
+  def logits_of(features):  # a window's "logits": its first piece and its length
+    ids = tf.cast(features["input_word_ids"], tf.float32)
+    return tf.stack([ids[:, 1], tf.reduce_sum(tf.cast(features["input_mask"], tf.float32), 1)],
+                    axis=1)
+
+  pooled = glue_export.windowed_logits(graph, texts, None, 6, glue.WindowOptions(2, pooling),
+                                       logits_of).numpy()
+  features, rows = glue_export.window_features(graph, texts, None, 6, 2)
+  per_window = logits_of(features).numpy()
+  counts = np.bincount(rows.numpy())
+  np.testing.assert_allclose(pooled, windows.pool(per_window, counts, pooling), rtol=1e-6)
+  assert counts.tolist() == [4, 1, 9]
+
+
+def _mrpc_with_long_texts(folder):
+  """The MRPC fixture plus long pairs: text_a several sentences long, one text_b long too."""
+  rows = (FIXTURES / "classifier_data" / "MRPC" / "train.tsv").read_text().splitlines()
+  sentences = [row.split("\t")[3] for row in rows[1:]]
+  rows = rows[:7]
+  for i in range(3):
+    text_a = " ".join(sentences[i:i + 2 + i])
+    text_b = " ".join(sentences[-3:]) if i == 2 else "A short one ."
+    rows.append("\t".join([str(i % 2), "9%d" % i, "8%d" % i, text_a, text_b]))
+  folder.mkdir()
+  for name in ("train.tsv", "dev.tsv", "test.tsv"):
+    (folder / name).write_text("\n".join(rows) + "\n")
+  return folder
+
+
+def _args(data, output_dir, *extra):
+  return ["--task_name=MRPC", "--data_dir=%s" % data, "--vocab_file=%s" % VOCAB_UNCASED,
+          "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+          "--max_seq_length=32", "--output_dir=%s" % output_dir, "--long_document=windows",
+          *extra]
+
+
+def _results(path):
+  return {k: float(v) for k, v in (line.split(" = ") for line in path.read_text().splitlines())}
+
+
+_SERVE = """
+out = models[0].signatures["serving_default"](text_a=tf.constant(args["a"]),
+                                               text_b=tf.constant(args["b"]))
+print(json.dumps(out["probabilities"].numpy().tolist()))
+"""
+
+
+@pytest.mark.slow
+def test_windows_through_run_classifier_and_its_export(tmp_path, tokenizer):
+  """One run: records, the log, per-example metrics and predictions, the export's answers on
+  the long texts, the stored settings; then a resume with another stride is refused."""
+  data = _mrpc_with_long_texts(tmp_path / "MRPC")
+  out, export_dir = tmp_path / "out", tmp_path / "export"
+  result = run_script("run_classifier.py", *_args(
+      data, out, "--doc_stride=12", "--do_train", "--do_eval", "--do_predict",
+      "--train_batch_size=4", "--num_train_epochs=1", "--eval_batch_size=5",
+      "--predict_batch_size=5", "--export_dir=%s" % export_dir))
+  assert result.returncode == 0, result.stderr[-3000:]
+  processor = glue.MrpcProcessor()
+  examples = processor.get_train_examples(str(data))
+  per_example = [windows.example_windows(e, processor.get_labels(), 32, tokenizer, 12)
+                 for e in examples]
+  counts = [len(w) for w in per_example]
+  records = [r.numpy() for r in tf.data.TFRecordDataset(str(out / "train.tf_record"))]
+  assert records == [glue.encode_features(f) for w in per_example for f in w]
+  fits = 0
+  for example, features in zip(examples, per_example):
+    labels = {example_codec.parse_example(glue.encode_features(f))["label_ids"][0]
+              for f in features}
+    assert labels == {int(example.label)}
+    pieces = len(tokenizer.tokenize(example.text_a)) + len(tokenizer.tokenize(example.text_b))
+    if pieces <= 32 - 3:  # what fits is the record truncate writes, byte for byte
+      fits += 1
+      assert glue.encode_features(features[0]) == glue.encode_features(
+          glue.convert_single_example(0, example, processor.get_labels(), 32, tokenizer))
+  assert fits >= 3 and max(counts) >= 4
+  assert windows.describe(counts) in result.stderr
+  eval_results = _results(out / "eval_results.txt")
+  assert eval_results["global_step"] == sum(counts) // 4
+  # Metrics and predictions are per example, from the same pooled logits.
+  probabilities = np.loadtxt(out / "test_results.tsv")
+  labels = np.array([int(e.label) for e in examples])
+  assert probabilities.shape == (len(examples), 2)
+  assert eval_results["eval_accuracy"] == pytest.approx(
+      np.mean(np.argmax(probabilities, axis=1) == labels), abs=1e-12)
+  assert eval_results["eval_loss"] == pytest.approx(
+      -np.mean(np.log(probabilities[np.arange(len(labels)), labels])), rel=1e-5)
+  assert "eval_f1" in eval_results
+  settings = json.loads((out / "training_state" / "settings.json").read_text())
+  assert (settings["long_document"], settings["doc_stride"]) == ("windows", 12)
+  # The export reads the long texts as the runner did (a fresh process, without bert_tf).
+  meta = json.loads((export_dir / "assets.extra" / "bert_tf_export.json").read_text())
+  assert (meta["long_document"], meta["doc_stride"], meta["window_pooling"]) == (
+      "windows", 12, "mean")
+  served = run_serving_script(_SERVE, tmp_path, [export_dir], {
+      "a": [e.text_a for e in examples], "b": [e.text_b for e in examples]})
+  assert_float32_close(np.array(served), probabilities, ulps=64)
+  # Resuming the training with other windows would mix two datasets.
+  again = run_script("run_classifier.py", *_args(data, out, "--doc_stride=8", "--do_train",
+                                                  "--train_batch_size=4"))
+  assert again.returncode == 2, again.stderr[-2000:]
+  assert "doc_stride: 12 when the state was saved, 8 now" in again.stderr
+  assert "Traceback" not in again.stderr
+
+
+# run_classifier in one process: the flag checks (each stops in main with its message), the TPU
+# padding of eval windows, and an STS-B (regression) evaluation and prediction with max pooling.
+_IN_ONE_PROCESS = r"""
+import dataclasses, json, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from absl import flags
+import run_classifier
+from bert_tf import example_codec, runner, runner_flags, tokenization
+from bert_tf.errors import UserInputError
+from bert_tf.tasks import glue
+
+common, cases, valid = json.loads(sys.argv[2])
+FLAGS = flags.FLAGS
+
+def parse(args):
+  FLAGS.unparse_flags()
+  FLAGS(["run_classifier.py"] + common + args)
+
+out = {"errors": []}
+for args in cases:
+  parse(args)
+  try:
+    run_classifier.main(None)
+    out["errors"].append(None)
+  except UserInputError as e:
+    out["errors"].append(str(e))
+
+parse(valid)
+run_classifier.main(None)
+
+# On TPUs eval windows are padded to whole batches; predictions pool the real ones only.
+parse(valid)
+hooks = run_classifier.ClassifierHooks(runner_flags.task_flags(run_classifier))
+options = dataclasses.replace(runner.RunOptions.from_flags(FLAGS), strategy="tpu")
+hooks.check(options)
+run = runner.Run(options, None, None, tokenization.FullTokenizer(FLAGS.vocab_file, True))
+examples = hooks.read_examples(run, "eval")
+records = [example_codec.parse_example(r) for r in hooks.encode(run, "eval", examples)]
+counts = hooks.window_counts["eval"]
+out["tpu"] = {"records": len(records), "windows": sum(counts), "examples": len(examples),
+              "padding_real": sorted({r["is_real_example"][0] for r in records[sum(counts):]}),
+              "real": sorted({r["is_real_example"][0] for r in records[:sum(counts)]})}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_bad_flags_tpu_padding_and_regression(tmp_path):
+  sentences = (FIXTURES / "classifier_data" / "MRPC" / "train.tsv").read_text().splitlines()[1:]
+  sentences = [row.split("\t")[3] for row in sentences]
+  header = "index genre filename year old_index source1 source2 sentence1 sentence2 score"
+  rows = [header.replace(" ", "\t")] + [
+      "\t".join([str(i), "g", "f", "y", "o", "s", "s", " ".join(sentences[i:i + 1 + 2 * (i % 3)]),
+                 sentences[-1 - i], "%.1f" % (i % 5)]) for i in range(7)]
+  data = tmp_path / "STS-B"
+  data.mkdir()
+  for name in ("dev.tsv", "test.tsv"):
+    (data / name).write_text("\n".join(rows) + "\n")
+  common = ["--data_dir=%s" % data, "--vocab_file=%s" % VOCAB_UNCASED,
+            "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+            "--max_seq_length=24", "--eval_batch_size=4", "--output_dir=%s" % (tmp_path / "out")]
+  cases = [
+      (["--task_name=STS-B", "--do_eval", "--long_document=windows", "--doc_stride=0"],
+       "--doc_stride must be a positive integer, got 0."),
+      (["--task_name=STS-B", "--do_eval", "--doc_stride=64"],
+       "--doc_stride=64 is for --long_document=windows; drop it or add --long_document=windows."),
+      (["--task_name=STS-B", "--do_eval", "--window_pooling=max"],
+       "--window_pooling=max is for --long_document=windows; drop it or add "
+       "--long_document=windows."),
+      (["--task_name=MRPC", "--do_eval", "--long_document=windows", "--max_seq_length=4"],
+       "--max_seq_length=4 leaves no room for a window of text_a beside text_b ([CLS] a [SEP] b "
+       "[SEP]); --long_document=windows on MRPC needs at least 5."),
+      (["--task_name=QNLI", "--do_eval", "--long_document=windows"],
+       "--long_document=windows cuts text_a into windows, but QNLI's text_a is a question and "
+       "its long text is text_b (SQuAD-style); use --long_document=truncate, or run_squad.py "
+       "for long passages."),
+  ]
+  valid = ["--task_name=STS-B", "--do_eval", "--do_predict", "--long_document=windows",
+           "--doc_stride=5", "--window_pooling=max"]
+  result = subprocess.run(
+      [sys.executable, "-c", _IN_ONE_PROCESS, ROOT,
+       json.dumps([common, [args for args, _ in cases], valid])],
+      cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  got = json.loads(result.stdout.strip().splitlines()[-1])
+  assert got["errors"] == [message for _, message in cases]
+  tpu = got["tpu"]
+  assert tpu["windows"] > tpu["examples"] and tpu["records"] % 4 == 0
+  assert tpu["records"] > tpu["windows"] and tpu["padding_real"] == [0] and tpu["real"] == [1]
+  # Regression: one pooled prediction per example, the eval loss from the same predictions.
+  eval_results = _results(tmp_path / "out" / "eval_results.txt")
+  assert sorted(eval_results) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step",
+                                  "loss"]
+  predictions = np.loadtxt(tmp_path / "out" / "test_results.tsv")
+  assert predictions.shape == (7,)
+  labels = np.array([i % 5 for i in range(7)], np.float64)
+  assert eval_results["eval_loss"] == pytest.approx(np.mean((predictions - labels) ** 2),
+                                                    rel=1e-6)
