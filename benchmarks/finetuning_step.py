@@ -17,14 +17,13 @@ weights. Prints figures only (common.Results).
 import os
 import statistics
 import tempfile
-import time
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults)
 from absl import app, flags
 import numpy as np
 import tensorflow as tf
 
-from benchmarks import common, peers
+from benchmarks import common, peers, timing
 from bert_tf import checkpoints, optimization, precision, tokenization, training
 from bert_tf.tasks import glue
 
@@ -78,12 +77,11 @@ def time_bert_tf(data, dynamic, jit_compile=False):
               "input_type_ids": data["segment_ids"], "label_ids": data["label_ids"][..., None],
               "is_real_example": data["is_real_example"][..., None]}
   iterator = iter(tf.data.Dataset.from_tensor_slices(features))
-  seconds = []
-  for _ in range(len(data["input_ids"])):
-    start = time.perf_counter()
-    float(step.step(iterator)["loss"])
-    seconds.append(time.perf_counter() - start)
-  return seconds[2:], config
+  # Each call trains on the next batch: call_seconds' warm-up step and the first timed one make
+  # the 2 warm-up steps.
+  seconds = timing.call_seconds(lambda _: float(step.step(iterator)["loss"]),
+                                [None] * (len(data["input_ids"]) - 1))
+  return seconds[1:], config
 
 
 def main(_):

@@ -18,14 +18,13 @@ Summed kernel times exceed the wall time when ops run in parallel. Prints figure
 
 import collections
 import os
-import time
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults)
 from absl import app, flags
 import numpy as np
 import tensorflow as tf
 
-from benchmarks import common
+from benchmarks import common, timing
 from bert_tf import precision
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertModel
@@ -67,9 +66,7 @@ def op_times(config, name):
   walls, passes = [], []
   options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
   for _ in range(FLAGS.iterations):
-    start = time.perf_counter()
-    session.run(output, feed)
-    walls.append(time.perf_counter() - start)
+    walls.append(timing.timed(lambda: session.run(output, feed))[1])
     metadata = tf.compat.v1.RunMetadata()
     session.run(output, feed, options=options, run_metadata=metadata)
     totals = collections.Counter()

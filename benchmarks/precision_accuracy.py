@@ -37,12 +37,11 @@ import re
 import shutil
 import sys
 import tempfile
-import time
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults)
 from absl import flags
 
-from benchmarks import common
+from benchmarks import common, timing
 from bert_tf import cli
 from bert_tf.errors import UserInputError
 
@@ -205,12 +204,9 @@ def predict_probabilities(model, features, batch_size):
             for name, values in features.items()}
   batches = [{name: tf.constant(values[start:start + batch_size])
               for name, values in padded.items()} for start in range(0, total, batch_size)]
-  start = time.perf_counter()
-  probabilities(batches[0]).numpy()
-  warm_up = time.perf_counter() - start
-  start = time.perf_counter()
-  outputs = [probabilities(batch).numpy() for batch in batches]
-  return np.concatenate(outputs)[:total], warm_up, time.perf_counter() - start
+  _, warm_up = timing.timed(lambda: probabilities(batches[0]).numpy())
+  outputs, seconds = timing.timed(lambda: [probabilities(batch).numpy() for batch in batches])
+  return np.concatenate(outputs)[:total], warm_up, seconds
 
 
 def check_export(export_dir, max_seq_length, do_lower_case):
@@ -243,12 +239,9 @@ def savedmodel_probabilities(export_dir, features, batch_size):
   def probabilities(batch):
     return tf.nn.softmax(serve(**batch)["logits"], axis=-1).numpy()
 
-  start = time.perf_counter()
-  probabilities(batches[0])
-  warm_up = time.perf_counter() - start
-  start = time.perf_counter()
-  outputs = [probabilities(batch) for batch in batches]
-  return np.concatenate(outputs), warm_up, time.perf_counter() - start
+  _, warm_up = timing.timed(lambda: probabilities(batches[0]))
+  outputs, seconds = timing.timed(lambda: [probabilities(batch) for batch in batches])
+  return np.concatenate(outputs), warm_up, seconds
 
 
 def one_request(features, index):
@@ -263,12 +256,10 @@ def litert_probabilities(path, features):
   from bert_tf import export, litert_export
   runner = litert_export.interpreter(path).get_signature_runner(export.IDS_SIGNATURE)
   total = len(features["input_word_ids"])
-  start = time.perf_counter()
-  runner(**one_request(features, 0))
-  warm_up = time.perf_counter() - start
-  start = time.perf_counter()
-  outputs = [runner(**one_request(features, index))["probabilities"] for index in range(total)]
-  return np.concatenate(outputs), warm_up, time.perf_counter() - start
+  _, warm_up = timing.timed(lambda: runner(**one_request(features, 0)))
+  outputs, seconds = timing.timed(lambda: [runner(**one_request(features, index))["probabilities"]
+                                           for index in range(total)])
+  return np.concatenate(outputs), warm_up, seconds
 
 
 def convert_litert(export_dir, folder):

@@ -13,13 +13,12 @@ records, and prints the speed-up. Prints figures only (common.Results).
 import os
 import sys
 import tempfile
-import time
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults)
 from absl import app, flags
 import tensorflow as tf
 
-from benchmarks import common
+from benchmarks import common, timing
 from bert_tf import example_codec, pretraining_data, tokenization
 
 FLAGS = flags.FLAGS
@@ -54,21 +53,21 @@ def _parsed(path):
 def run_ours(output_file):
   """(records written, seconds, {stage: seconds}) of bert_tf's faithful path."""
   stages = {}
-  start = time.perf_counter()
-  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-  documents = pretraining_data.read_documents([FLAGS.input_file], tokenizer)
-  stages["read + tokenize"] = time.perf_counter() - start
-  t = time.perf_counter()
-  instances = pretraining_data.create_training_instances(
-      None, tokenizer, FLAGS.max_seq_length, FLAGS.dupe_factor, 0.1, 0.15,
-      FLAGS.max_predictions_per_seq, pretraining_data.new_rng(FLAGS.random_seed),
-      FLAGS.do_whole_word_mask, documents=documents)
-  stages["instances + masking"] = time.perf_counter() - t
-  t = time.perf_counter()
-  count = pretraining_data.write_instance_to_example_files(
-      instances, tokenizer, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, [output_file])
-  stages["encode + write"] = time.perf_counter() - t
-  return count, time.perf_counter() - start, stages
+  tokenizer, stages["read + tokenize"] = timing.timed(
+      lambda: tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case))
+  documents, seconds = timing.timed(
+      lambda: pretraining_data.read_documents([FLAGS.input_file], tokenizer))
+  stages["read + tokenize"] += seconds
+  instances, stages["instances + masking"] = timing.timed(
+      lambda: pretraining_data.create_training_instances(
+          None, tokenizer, FLAGS.max_seq_length, FLAGS.dupe_factor, 0.1, 0.15,
+          FLAGS.max_predictions_per_seq, pretraining_data.new_rng(FLAGS.random_seed),
+          FLAGS.do_whole_word_mask, documents=documents))
+  count, stages["encode + write"] = timing.timed(
+      lambda: pretraining_data.write_instance_to_example_files(
+          instances, tokenizer, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+          [output_file]))
+  return count, sum(stages.values()), stages
 
 
 def main(_):

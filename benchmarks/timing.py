@@ -10,6 +10,13 @@ import statistics
 import time
 
 
+def timed(fn):
+  """(fn(), the seconds it took): for work that runs once, such as a stage or a whole pass."""
+  start = time.perf_counter()
+  result = fn()
+  return result, time.perf_counter() - start
+
+
 def call_seconds(call, inputs):
   """Seconds of `call(x)` for each x of `inputs`, after one untimed call on the first (it pays
   the tracing, compiling and allocating that no later call pays)."""
@@ -26,6 +33,36 @@ def best_seconds(fn, repeats):
   """Fastest of `repeats` calls of fn() after a warm-up: the machine's capability, since the
   noise of a shared machine only ever adds time."""
   return min(call_seconds(lambda _: fn(), [None] * repeats))
+
+
+def interleaved_seconds(calls, inputs):
+  """{name: seconds of calls[name](x) for each x of `inputs`}, the calls taking turns on each
+  input (after one untimed call each on the first), so that load on a shared machine falls on
+  all of them alike."""
+  for call in calls.values():
+    call(inputs[0])
+  seconds = {name: [] for name in calls}
+  for x in inputs:
+    for name, call in calls.items():
+      start = time.perf_counter()
+      call(x)
+      seconds[name].append(time.perf_counter() - start)
+  return seconds
+
+
+def wall_and_cpu_ms(call, repeats):
+  """Median wall and process-CPU milliseconds of call() over `repeats` calls, after two untimed
+  ones (a runtime instantiates functions on the first calls); another job sharing the CPU
+  inflates the CPU time less than the wall time."""
+  call()
+  call()
+  wall, cpu = [], []
+  for _ in range(repeats):
+    start, start_cpu = time.perf_counter(), time.process_time()
+    call()
+    cpu.append(time.process_time() - start_cpu)
+    wall.append(time.perf_counter() - start)
+  return {"p50_ms": 1000 * statistics.median(wall), "cpu_ms": 1000 * statistics.median(cpu)}
 
 
 def latency_stats(seconds, items):

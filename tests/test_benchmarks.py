@@ -3,11 +3,11 @@ once at the tiny checkpoint's shape with few iterations, and its result records 
 are checked: the benchmark's name and rows, finite figures (positive for times and rates), and
 the checks the benchmark itself makes. Timings are never asserted.
 
-The benchmarks run in one subprocess, to pay TensorFlow's start-up once: this file, run as a
-script, imports each benchmark module, parses its flags and calls its main, then drops its
-flags before the next one. The peers' rows (Hugging Face transformers, ONNX Runtime) need a
-Python with torch, transformers, onnxruntime, onnx and onnxscript, which CI has not: set
-BERT_TF_PEER_PYTHON to one to run them too.
+The benchmarks run in two subprocesses side by side, each paying TensorFlow's start-up once:
+this file, run as a script, imports each benchmark module of its plan, parses its flags and
+calls its main, then drops its flags before the next one. The peers' rows (Hugging Face
+transformers, ONNX Runtime) need a Python with torch, transformers, onnxruntime, onnx and
+onnxscript, which CI has not: set BERT_TF_PEER_PYTHON to one to run them too.
 """
 
 import importlib
@@ -103,24 +103,36 @@ def _plan(tmp):
   ]
 
 
+# The benchmarks whose sides start fresh TensorFlow processes, run beside the others: two
+# subprocesses of about equal CPU time keep both cores busy.
+SECOND_PROCESS = ("serving_latency", "serving_profile", "hf_parity", "pretraining_data",
+                  "precision_accuracy prepare", "precision_accuracy")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-  """{plan name: its records, or the error that stopped it}, all from one subprocess."""
+  """{plan name: its records, or the error that stopped it}, from two subprocesses."""
   tmp = tmp_path_factory.mktemp("benchmarks")
-  plan = []
+  plans = ([], [])
   for name, module, argv in _plan(tmp):
     out = tmp / (name.replace(" ", "_") + ".jsonl")
-    plan.append({"name": name, "module": "benchmarks." + module,
-                 "argv": argv + ["--json_out=%s" % out], "out": str(out),
-                 "error": str(out) + ".error"})
-  (tmp / "plan.json").write_text(json.dumps(plan))
+    plans[name in SECOND_PROCESS].append({
+        "name": name, "module": "benchmarks." + module, "argv": argv + ["--json_out=%s" % out],
+        "out": str(out), "error": str(out) + ".error"})
   env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.dirname(__file__)]),
              TF_CPP_MIN_LOG_LEVEL="2")
-  result = subprocess.run([sys.executable, os.path.abspath(__file__), str(tmp / "plan.json")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
-  assert result.returncode == 0, result.stderr[-3000:]
+  processes = []
+  for index, plan in enumerate(plans):
+    plan_file = tmp / ("plan-%d.json" % index)
+    plan_file.write_text(json.dumps(plan))
+    processes.append(subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), str(plan_file)], cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+  for process in processes:
+    _, stderr = process.communicate(timeout=1200)
+    assert process.returncode == 0, stderr[-3000:]
   outcomes = {}
-  for entry in plan:
+  for entry in plans[0] + plans[1]:
     if os.path.exists(entry["error"]):
       with open(entry["error"], encoding="utf-8") as f:
         outcomes[entry["name"]] = f.read()

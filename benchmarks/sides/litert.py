@@ -5,7 +5,6 @@ were converted from (precision_accuracy.py).
 
 import json
 import sys
-import time
 
 from benchmarks import sides, timing
 
@@ -58,14 +57,7 @@ def requests(requests_file, export_dir, files, names):
   for name, path in files.items():
     runner = Interpreter(model_path=path, num_threads=1).get_signature_runner("serve_ids")
     calls[name] = lambda r, runner=runner: runner(**r)["probabilities"]
-  seconds = {name: [] for name in names}
-  for name in names:
-    calls[name](documents[0])  # warm-up: tracing, tensor allocation
-  for document in documents:
-    for name in names:
-      start = time.perf_counter()
-      calls[name](document)
-      seconds[name].append(time.perf_counter() - start)
+  seconds = timing.interleaved_seconds({name: calls[name] for name in names}, documents)
   result = {name: timing.latency_stats(seconds[name], 1) for name in names}
   result["lengths"] = sorted(len(d["input_mask"][0]) for d in documents)
   return result

@@ -3,9 +3,7 @@ tensorflow and tensorflow_text and nothing of bert_tf (each command checks that)
 """
 
 import json
-import statistics
 import sys
-import time
 
 from benchmarks import sides, timing
 
@@ -82,17 +80,7 @@ def profile(export, parts, text, inter, intra, requests):
     tf.config.threading.set_inter_op_parallelism_threads(inter)
   if intra:
     tf.config.threading.set_intra_op_parallelism_threads(intra)
-
-  def timed(call):
-    call()
-    call()  # the runtime instantiates functions on the first calls
-    wall, cpu = [], []
-    for _ in range(requests):
-      start, start_cpu = time.perf_counter(), time.process_time()
-      call()
-      cpu.append(time.process_time() - start_cpu)
-      wall.append(time.perf_counter() - start)
-    return {"p50_ms": 1000 * statistics.median(wall), "cpu_ms": 1000 * statistics.median(cpu)}
+  timed = lambda call: timing.wall_and_cpu_ms(call, requests)
 
   model, helpers = tf.saved_model.load(export), tf.saved_model.load(parts)
   request, ids_call = model.signatures["serving_default"], model.signatures["serve_ids"]
