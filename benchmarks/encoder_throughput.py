@@ -15,8 +15,8 @@ Hugging Face transformers' BertModel on PyTorch (--hf_python) and its torch.onnx
 ONNX Runtime (--ort_python), each precision in a fresh process, with bert_tf's speed over
 theirs. bert_tf runs each precision as its inference paths do (XLA or the graph executor, as
 bert_tf.precision.prefers_xla says; --jit_compile / --nojit_compile force one), and each row
-says which. All are best-of-N timings after a warm-up (the peak itself varies by about 10%
-between runs on a shared 2-core machine). Prints figures only (common.Results).
+says which. All are best-of-N timings after a warm-up (the peak itself varies between runs on a
+shared machine, hence its measurement in the same run). Prints figures only (common.Results).
 """
 
 import os

@@ -36,8 +36,8 @@ def check_python(flag, python, modules, install=None):
   except OSError as e:
     sys.exit("--%s=%s: cannot run it (%s)." % (flag, python, e.strerror or e))
   except SystemExit as e:  # the side failed: not a Python that runs this checkout's modules
-    sys.exit("--%s=%s: not a working Python (%s)." %
-             (flag, python, (str(e.code).strip().splitlines() or ["no output"])[-1]))
+    said = str(e.code).split("\n", 1)[1].strip().splitlines()  # after run_side's first line
+    sys.exit("--%s=%s: not a working Python (%s)." % (flag, python, (said or ["no output"])[-1]))
   if missing:
     sys.exit("--%s=%s: cannot import %s (pip install %s in that venv)." %
              (flag, python, ", ".join(missing), install or " ".join(missing)))
