@@ -131,6 +131,7 @@ def runs(tmp_path_factory):
   for process in processes:
     _, stderr = process.communicate(timeout=1200)
     assert process.returncode == 0, stderr[-3000:]
+    print("\n".join(line for line in stderr.splitlines() if "CPU of the run" in line))
   outcomes = {}
   for entry in plans[0] + plans[1]:
     if os.path.exists(entry["error"]):
