@@ -163,8 +163,7 @@ def define_hf_comparison_flags(peers=False, default_shape="MiniLM-L6 shape"):
   if peers:
     flags.DEFINE_bool("hf_passive_omp", True, "Run the torch peer with OMP_WAIT_POLICY=PASSIVE. "
                       "On a busy machine torch's spinning OpenMP threads wait for each other "
-                      "at every operator (2 threads on a shared 2-core machine: 1000 ms for one "
-                      "short MiniLM request, 19 ms with PASSIVE); --nohf_passive_omp keeps "
+                      "at every operator (docs/performance.md); --nohf_passive_omp keeps "
                       "torch's own default, which can be a little faster on an idle machine.")
     flags.DEFINE_string("ort_python", None, "A Python with onnxruntime, onnx, onnxscript, torch "
                         "and transformers: exports the same transformers model with torch.onnx "

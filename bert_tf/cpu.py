@@ -3,8 +3,8 @@ developer measured on.
 
 TensorFlow's bfloat16 matmuls use oneDNN only on CPUs with AVX-512 (fast with AVX512-BF16 and
 AMX); elsewhere they fall back to Eigen, which is slower than float32, and worst on small
-batches. benchmarks/encoder_throughput.py --precisions=float32,bfloat16 measures it; the figures
-are in docs/performance.md (inference precision).
+batches. `python -m benchmarks.encoder_throughput --precisions=float32,bfloat16` measures it;
+the figures are in docs/performance.md (inference precision).
 """
 
 import functools

@@ -61,7 +61,7 @@ def of(model):
 def prefers_xla(precision):
   """Whether a forward pass in `precision` runs faster compiled by XLA than by TensorFlow's
   graph executor (the default of extract_features' --jit_compile), as
-  benchmarks/encoder_throughput.py measured it (figures: docs/performance.md, inference
+  benchmarks.encoder_throughput measured it (figures: docs/performance.md, inference
   precision):
 
   - int8: TensorFlow's graph kernels have no fast int8 matmul (Eigen's); XLA's is fast.

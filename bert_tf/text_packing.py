@@ -111,7 +111,7 @@ def _pack_single(segments, seq_length, cls_id, sep_id):
   """`pack_inputs` of single segments: `[CLS] a [SEP]`, a cut to seq_length - 2, type 0.
 
   The same layout as the general path in far fewer graph ops, which every
-  single-sentence request runs (benchmarks/serving_profile.py)."""
+  single-sentence request runs (benchmarks.serving_profile)."""
   keep = tf.minimum(segments.row_lengths(), tf.cast(seq_length - 2, tf.int64))[:, None]
   rows = segments.nrows()
   if isinstance(seq_length, tf.Tensor):
