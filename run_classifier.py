@@ -15,6 +15,7 @@ Re-running the same command resumes training from --output_dir. --long_document=
 texts longer than --max_seq_length whole, as windows (docs/runners.md).
 """
 
+import random
 import sys
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
@@ -134,7 +135,13 @@ class ClassifierHooks(runner.TaskHooks):
                                         run.tokenizer, self.windows.doc_stride)
 
   def encode_windows(self, run, split, examples):
+    """Training windows are written example by example in a seeded random order: the input's
+    100-record shuffle buffer (the original's) cannot mix a file whose neighbours are windows of
+    one document, and a run shorter than an epoch would see only the file's first documents."""
     counts = self.window_counts[split] = []
+    if split == "train":
+      examples = list(examples)
+      random.Random(run.options.shuffle_seed).shuffle(examples)
     for example in examples:
       features = self.example_windows(run, example)
       counts.append(len(features))

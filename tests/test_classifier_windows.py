@@ -2,6 +2,7 @@
 one run through the real command line (records, metrics, predictions, export, resume)."""
 
 import json
+import random
 import subprocess
 import sys
 
@@ -175,8 +176,12 @@ def test_windows_through_run_classifier_and_its_export(tmp_path, tokenizer):
   per_example = [windows.example_windows(e, processor.get_labels(), 32, tokenizer, 12)
                  for e in examples]
   counts = [len(w) for w in per_example]
+  # Each example's windows in a row; the examples in the order of --shuffle_seed's shuffle.
+  order = list(range(len(examples)))
+  random.Random(12345).shuffle(order)
+  assert order != sorted(order)
   records = [r.numpy() for r in tf.data.TFRecordDataset(str(out / "train.tf_record"))]
-  assert records == [glue.encode_features(f) for w in per_example for f in w]
+  assert records == [glue.encode_features(f) for i in order for f in per_example[i]]
   fits = 0
   for example, features in zip(examples, per_example):
     labels = {example_codec.parse_example(glue.encode_features(f))["label_ids"][0]
