@@ -12,13 +12,14 @@ Masking procedures (the paper's appendix C.2, Table 8): of the tokens chosen for
 prediction, the share --mask_token_prob becomes [MASK], --random_token_prob a random
 vocab word, and the rest keep their token. One command line per row, MASK/SAME/RND:
 
-  P="python create_pretraining_data.py --input_file=corpus.txt --vocab_file=$BERT_DIR/vocab.txt"
-  $P --output_file=80_10_10.tfrecord  # default: --mask_token_prob=0.8 --random_token_prob=0.1
-  $P --output_file=100_0_0.tfrecord --mask_token_prob=1.0 --random_token_prob=0.0
-  $P --output_file=80_0_20.tfrecord --mask_token_prob=0.8 --random_token_prob=0.2
-  $P --output_file=80_20_0.tfrecord --mask_token_prob=0.8 --random_token_prob=0.0
-  $P --output_file=0_20_80.tfrecord --mask_token_prob=0.0 --random_token_prob=0.8
-  $P --output_file=0_0_100.tfrecord --mask_token_prob=0.0 --random_token_prob=1.0
+  P="python create_pretraining_data.py --input_file=data/pretraining_corpus.txt \
+    --vocab_file=$BERT_DIR/vocab.txt"
+  $P --output_file=/tmp/table8/80_10_10.tfrecord  # default: 0.8 and 0.1
+  $P --output_file=/tmp/table8/100_0_0.tfrecord --mask_token_prob=1.0 --random_token_prob=0.0
+  $P --output_file=/tmp/table8/80_0_20.tfrecord --mask_token_prob=0.8 --random_token_prob=0.2
+  $P --output_file=/tmp/table8/80_20_0.tfrecord --mask_token_prob=0.8 --random_token_prob=0.0
+  $P --output_file=/tmp/table8/0_20_80.tfrecord --mask_token_prob=0.0 --random_token_prob=0.8
+  $P --output_file=/tmp/table8/0_0_100.tfrecord --mask_token_prob=0.0 --random_token_prob=1.0
 
 The default writes exactly the original's records. The random word is drawn from the
 whole vocab, as in the original, so it may be [MASK] or the token itself. The Beam
@@ -32,11 +33,13 @@ shard), so memory stays bounded; the records are then no longer those of the
 original.
 """
 
+import os
+
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 import tensorflow as tf
 
-from bert_tf import cli, pretraining_data
+from bert_tf import cli, pretraining_data, run_folder
 from bert_tf.errors import UserInputError
 from bert_tf.progress import Progress
 
@@ -68,10 +71,9 @@ def main(_):
   tokenizer = cli.pretraining_data_tokenizer(FLAGS)
   input_files = expand_input_files(FLAGS.input_file)
   output_files = FLAGS.output_file.split(",")
-  for output_file in output_files:
-    folder = tf.io.gfile.join(output_file, "..")
-    if not tf.io.gfile.isdir(folder):
-      raise UserInputError("Output folder of %s does not exist." % output_file)
+  for output_file in output_files:  # created, as the runners create --output_dir
+    run_folder.make_output_dir(os.path.dirname(output_file) or ".",
+                               "--output_file's folder")
   logging.info("Reading from %d input file(s): %s", len(input_files), ", ".join(input_files))
   rng = pretraining_data.new_rng(FLAGS.random_seed)
   options = dict(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,

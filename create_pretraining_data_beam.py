@@ -41,7 +41,7 @@ finally:
   std_logging.disable(std_logging.NOTSET)
 
 from bert_tf import cli, pretraining_data_beam  # noqa: E402
-from bert_tf.errors import UserInputError  # noqa: E402
+from bert_tf.errors import UserInputError, io_reason  # noqa: E402
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -117,10 +117,13 @@ def check_flags():
   if "," in FLAGS.output_file:
     raise UserInputError("--output_file is one prefix here (shards are named "
                          "<output_file>-SSSSS-of-NNNNN), not a list.")
-  if "://" not in FLAGS.output_file:
+  if "://" not in FLAGS.output_file:  # created, as the runners create --output_dir
     folder = os.path.dirname(os.path.abspath(FLAGS.output_file))
-    if not os.path.isdir(folder):
-      raise UserInputError("Output folder of %s does not exist." % FLAGS.output_file)
+    try:
+      os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+      raise UserInputError("Cannot create the folder of --output_file=%s: %s." % (
+          FLAGS.output_file, io_reason(e))) from None
 
 
 def _clean_error(error):
