@@ -25,6 +25,8 @@ SCHEMES = ("iob1", "iob2")
 SPLIT_FILES = {"train": ("train.txt", "eng.train"),
                "dev": ("dev.txt", "valid.txt", "eng.testa"),
                "test": ("test.txt", "eng.testb")}
+# The file each split of a run reads: training, --do_eval and --do_predict.
+RUN_SPLITS = {"train": "train", "eval": "dev", "predict": "test"}
 
 
 @dataclasses.dataclass

@@ -27,38 +27,44 @@ def weights_path(output_dir, representation):
 
 
 class SavedTagger:
-  """The tagger of one --features in --output_dir (its weights and record), and the frozen
-  BERT checkpoint whose features it reads (identified by its digest)."""
+  """The tagger of one --features and --lstm_units in --output_dir (its weights and record),
+  and the frozen BERT checkpoint whose features it reads (identified by its digest)."""
 
-  def __init__(self, output_dir, representation, init_checkpoint):
+  def __init__(self, output_dir, representation, lstm_units, init_checkpoint):
+    if not init_checkpoint:
+      raise UserInputError("--approach=feature_based needs --init_checkpoint (the frozen "
+                           "BERT whose features the BiLSTM reads).")
     self.representation = representation or DEFAULT_REPRESENTATION
     self.weights = weights_path(output_dir, self.representation)
-    self.output_dir, self.init_checkpoint = output_dir, init_checkpoint
+    self.output_dir, self.lstm_units, self.init_checkpoint = output_dir, lstm_units, init_checkpoint
     self.checkpoint_sha1 = feature_cache.checkpoint_digest(init_checkpoint)
 
-  def trained_record(self, lstm_units):
+  def trained_record(self):
     """(record, its path) of the saved tagger, checked against this run's --lstm_units and
     --init_checkpoint."""
     if not os.path.isfile(self.weights):
       raise UserInputError("No %s in --output_dir=%s: train with --do_train and --features=%s "
                            "first." % (os.path.basename(self.weights), self.output_dir,
                                        self.representation))
-    return (fb.check_record(self.weights, {"lstm_units": lstm_units}, self.init_checkpoint,
+    return (fb.check_record(self.weights, {"lstm_units": self.lstm_units}, self.init_checkpoint,
                             self.checkpoint_sha1), fb.record_path(self.weights))
 
-  def trainer(self, config, strategy, tokenizer, labels, lstm_units, cache_key, run_values):
-    """A FeatureBasedTrainer of a new tagger for `labels` (a RunLabels). `cache_key`: what
-    the features depend on besides the checkpoint and data (feature_cache.cache_key);
-    `run_values`: learning_rate, seed and compute_batch_size."""
-    features = CachedWordFeatures(
-        self.init_checkpoint, config, strategy, tokenizer,
-        os.path.join(self.output_dir, "bert_features"),
-        dict(cache_key, checkpoint_sha1=self.checkpoint_sha1), run_values["compute_batch_size"])
-    record = {"labels": labels.labels, "tag_scheme": labels.trained_scheme,
-              "features": self.representation, "lstm_units": lstm_units,
+  def trainer(self, config, strategy, tokenizer, labels, vocab_file, max_seq_length, doc_stride,
+              learning_rate, seed, compute_batch_size):
+    """A FeatureBasedTrainer of a new tagger for `labels` (a RunLabels), over the BERT
+    features of windows of `max_seq_length` pieces, `doc_stride` apart, cut by `tokenizer` (of
+    `vocab_file`): with its casing, what the cached features depend on besides the checkpoint
+    and the data (feature_cache.cache_key). `compute_batch_size`: the encoder's batch when
+    computing them."""
+    key = dict(checkpoint_sha1=self.checkpoint_sha1, vocab_file=vocab_file,
+               do_lower_case=tokenizer.do_lower_case, strip_accents=tokenizer.strip_accents,
+               max_seq_length=max_seq_length, doc_stride=doc_stride)
+    features = CachedWordFeatures(self.init_checkpoint, config, strategy, tokenizer,
+                                  os.path.join(self.output_dir, "bert_features"), key,
+                                  compute_batch_size)
+    record = {**labels.record(), "features": self.representation, "lstm_units": self.lstm_units,
               "checkpoint": self.init_checkpoint, "checkpoint_sha1": self.checkpoint_sha1}
-    return FeatureBasedTrainer.build(config, features, record, self.weights,
-                                     run_values["learning_rate"], run_values["seed"])
+    return FeatureBasedTrainer.build(config, features, record, self.weights, learning_rate, seed)
 
 
 def train_steps(documents, num_train_epochs, batch_size):

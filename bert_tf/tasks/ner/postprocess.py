@@ -18,6 +18,9 @@ import tensorflow as tf
 
 from bert_tf.tasks.ner.data import from_iob2, to_iob2
 
+# The prediction file of each split a run tags, in --output_dir.
+PREDICTION_FILES = {"eval": "eval_predictions.txt", "predict": "test_predictions.txt"}
+
 
 def _split(tag):
   """"B-PER" -> ("B", "PER"); "O" -> ("O", ""). Like the script: split on "-", two parts."""
@@ -143,9 +146,10 @@ def per_document(word_rows, documents):
   return out
 
 
-def write_predictions(path, sentences, result=None):
-  """Writes a prediction file of [(words, gold, predicted)] sentences; with `result` (an
+def write_predictions(path, documents, word_scores, labels, scheme, result=None):
+  """Writes the prediction file of `documents` (their sentence_predictions); with `result` (an
   evaluation's metrics), returns it with conlleval's scores added."""
+  sentences = sentence_predictions(documents, word_scores, labels, scheme)
   write_conll(path, sentences)
   logging.info("Wrote %d sentences to %s", len(sentences), path)
   scores = scores_of(sentences)
