@@ -47,7 +47,10 @@ flags.DEFINE_integer("doc_stride", None,
                      % glue_windows.DEFAULT_DOC_STRIDE)
 flags.DEFINE_enum("window_pooling", None, list(glue_windows.POOLINGS),
                   "With --long_document=windows: how an example's prediction combines its "
-                  "windows' logits (default %s)." % glue_windows.DEFAULT_POOLING)
+                  "windows' logits: their mean, their max per label, or any: the window least "
+                  "likely to be the first label decides (a yes/no task with no first, such as a "
+                  "topic: yes when any window says yes) (default %s)."
+                  % glue_windows.DEFAULT_POOLING)
 runner_flags.define_finetuning_flags(
     export_help="If set, write a SavedModel here: `serving_default` takes raw text, "
                 "`serve_ids` takes word ids.")
@@ -91,6 +94,10 @@ class ClassifierHooks(runner.TaskHooks):
         glue_windows.DEFAULT_DOC_STRIDE if f.doc_stride is None else f.doc_stride,
         f.window_pooling or glue_windows.DEFAULT_POOLING)
     checks.check_positive("doc_stride", self.windows.doc_stride)
+    if self.regression and self.windows.pooling == "any":
+      raise UserInputError("--window_pooling=any picks the window least likely to be the first "
+                           "label, and %s has no labels (regression); use mean or max."
+                           % self.task_name.upper())
     self.min_seq_length = glue_windows.min_seq_length(self.processor.is_pair)
     if self.processor.is_pair and options.max_seq_length < self.min_seq_length:
       raise UserInputError("--max_seq_length=%d leaves no room for a window of text_a beside "

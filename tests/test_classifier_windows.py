@@ -98,6 +98,16 @@ def test_pooling_hand_worked():
                                 [[3.0, 2.0], [5.0, 5.0], [-1.0, 4.0]])
   np.testing.assert_array_equal(windows.pool(np.array([1.0, 3.0, 7.0]), [2, 1], "mean"),
                                 [2.0, 7.0])  # regression outputs
+  # any: the window least likely to be label 0 gives the example's logits. Example 0: margins
+  # (label 1 over 0) +1 and -3 -> window 0; example 1: -2, +0.5, +1 -> its last window.
+  topic = np.array([[1.0, 2.0], [3.0, 0.0], [2.0, 0.0], [0.0, 0.5], [1.0, 2.0]], np.float32)
+  np.testing.assert_array_equal(windows.pool(topic, [2, 3], "any"), [[1.0, 2.0], [1.0, 2.0]])
+  # Three labels: the lowest p(label 0) is window 1's (log-softmax -4.07 against -2.31).
+  three = np.array([[0.0, 2.0, 0.5], [-1.0, 0.0, 3.0]], np.float32)
+  np.testing.assert_array_equal(windows.pool(three, [2], "any"), [[-1.0, 0.0, 3.0]])
+  # A yes/no topic: yes as soon as one window says yes, which mean and max do not give here.
+  article = np.array([[-1.7, 1.5], [2.35, -2.05], [2.35, -2.05]], np.float32)
+  assert [np.argmax(windows.pool(article, [3], p)) for p in ("any", "mean", "max")] == [1, 0, 0]
   # Per example: [2, 1] -> label 0 right, loss log(1 + e^-1); [0, 0] -> label 1, log 2.
   metrics = windows.example_metrics(np.array([[2.0, 1.0], [0.0, 0.0]]), np.array([0, 1]), False)
   assert metrics["eval_loss"] == pytest.approx((np.log1p(np.exp(-1.0)) + np.log(2.0)) / 2)
@@ -108,7 +118,7 @@ def test_pooling_hand_worked():
       "4 examples, 7 windows (2 examples longer than a window gave 5 of them)")
 
 
-@pytest.mark.parametrize("pooling", ["mean", "max"])
+@pytest.mark.parametrize("pooling", ["mean", "max", "any"])
 def test_in_graph_pooling_is_per_row(pooling, graph_tokenizer):
   graph = graph_tokenizer
   texts = tf.constant([LETTERS, "a", LETTERS + " " + LETTERS])
@@ -295,6 +305,9 @@ def test_bad_flags_tpu_padding_and_regression(tmp_path):
       (["--task_name=MRPC", "--do_eval", "--long_document=windows", "--max_seq_length=4"],
        "--max_seq_length=4 leaves no room for a window of text_a beside text_b ([CLS] a [SEP] b "
        "[SEP]); --long_document=windows on MRPC needs at least 5."),
+      (["--task_name=STS-B", "--do_eval", "--long_document=windows", "--window_pooling=any"],
+       "--window_pooling=any picks the window least likely to be the first label, and STS-B has "
+       "no labels (regression); use mean or max."),
       (["--task_name=QNLI", "--do_eval", "--long_document=windows"],
        "--long_document=windows cuts text_a into windows, but QNLI's text_a is a question and "
        "its long text is text_b (SQuAD-style); use --long_document=truncate, or run_squad.py "

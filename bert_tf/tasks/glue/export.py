@@ -158,6 +158,14 @@ def window_features(tokenizer, text_a, text_b, max_seq_length, doc_stride):
 def windowed_logits(tokenizer, text_a, text_b, max_seq_length, windows, logits_of):
   """Per row, its windows' logits (`logits_of(features)`) pooled: [rows, labels] float32."""
   features, row = window_features(tokenizer, text_a, text_b, max_seq_length, windows.doc_stride)
+  logits, rows = logits_of(features), tf.size(text_a)
+  if windows.pooling == "any":  # the window least likely to be the first label, the earliest
+    first = tf.nn.log_softmax(logits)[:, 0]
+    lowest = tf.gather(tf.math.unsorted_segment_min(first, row, rows), row)
+    window = tf.range(tf.size(row, out_type=tf.int64))
+    chosen = tf.math.unsorted_segment_min(tf.where(first <= lowest, window, tf.size(
+        row, out_type=tf.int64)), row, rows)
+    return tf.gather(logits, chosen)
   pool = (tf.math.unsorted_segment_max if windows.pooling == "max"
           else tf.math.unsorted_segment_mean)
-  return pool(logits_of(features), row, tf.size(text_a))
+  return pool(logits, row, rows)

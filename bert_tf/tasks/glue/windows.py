@@ -4,7 +4,9 @@ The original truncates every example to max_seq_length (its tasks are short); a 
 document then counts only by its first pieces. Here text_a is cut into windows of what
 fits, `doc_stride` apart, by the rule of run_squad's and run_ner's windows
 (`packing.doc_spans_for`); each window is a record of the truncate layout with the
-example's label, and an example's prediction pools its windows' logits (mean or max).
+example's label, and an example's prediction pools its windows' logits: their mean, their
+max per label, or `any`: the window least likely to be the first label decides, so a yes/no
+task whose "no" comes first (a topic) says yes when any window does.
 
 Pairs keep text_b in every window: `[CLS] window of a [SEP] b [SEP]`. When text_b would
 leave text_a less than half of the max_seq_length - 3 pieces, text_b is cut at its end
@@ -20,7 +22,7 @@ from bert_tf import packing
 from bert_tf.tasks.glue.features import label_id_of
 
 MODES = ("truncate", "windows")
-POOLINGS = ("mean", "max")
+POOLINGS = ("mean", "max", "any")
 DEFAULT_DOC_STRIDE = 128  # run_squad's and run_ner's default
 DEFAULT_POOLING = "mean"
 
@@ -84,10 +86,15 @@ def describe(counts):
 
 
 def pool(values, counts, pooling):
-  """Per example, the mean or max of its windows' rows of `values` (windows in example
-  order, `counts[i]` of them for example i, each at least 1)."""
+  """Per example, the mean or max of its windows' rows of `values`, or (`any`) the row of the
+  window with the lowest probability of the first label, the earliest on a tie (windows in
+  example order, `counts[i]` of them for example i, each at least 1)."""
   values = np.asarray(values)
   starts = np.cumsum(counts) - counts
+  if pooling == "any":
+    first = values[:, 0] - np.logaddexp.reduce(values, axis=-1)
+    example = np.repeat(np.arange(len(counts)), counts)
+    return values[np.lexsort((first, example))[starts]]
   if pooling == "max":
     return np.maximum.reduceat(values, starts, axis=0)
   sums = np.add.reduceat(values, starts, axis=0)
