@@ -160,7 +160,7 @@ class ClassifierHooks(runner.TaskHooks):
 
   def train_steps(self, run, examples):
     """Steps over windows (with --long_document=windows a batch is windows, not examples)."""
-    if not self.windows:
+    if not (self.windows and examples):
       return super().train_steps(run, examples)
     counts = [glue_windows.count_windows(example, run.options.max_seq_length, run.tokenizer,
                                          self.windows.doc_stride) for example in examples]

@@ -261,7 +261,10 @@ for args in cases:
     out["errors"].append(str(e))
 
 parse(valid)
+from absl import logging
+logging.set_verbosity(logging.INFO)  # the run's log, as the script prints it
 run_classifier.main(None)
+logging.set_verbosity(logging.WARNING)
 
 # On TPUs eval windows are padded to whole batches; predictions pool the real ones only.
 parse(valid)
@@ -322,6 +325,8 @@ def test_bad_flags_tpu_padding_and_regression(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   got = json.loads(result.stdout.strip().splitlines()[-1])
   assert got["errors"] == [message for _, message in cases]
+  assert "Running evaluation: 7 examples" in result.stderr
+  assert "training set" not in result.stderr  # nothing to say of a training set not read
   tpu = got["tpu"]
   assert tpu["windows"] > tpu["examples"] and tpu["records"] % 4 == 0
   assert tpu["records"] > tpu["windows"] and tpu["padding_real"] == [0] and tpu["real"] == [1]
