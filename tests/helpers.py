@@ -114,3 +114,77 @@ def damaged_copy(source_dir, target_dir, how):
     f.write(bytes(raw))
   return os.path.join(target_dir, "bert_model.ckpt")
 
+
+
+# One script's command lines run one after another in one Python process, each through the
+# script's own entry point (cli.run(main), absl's app.run: flags parsed anew from their
+# defaults), with its exit code and its output on file descriptors 1 and 2 captured as a
+# process of its own would have them. TensorFlow is imported once, not once per command line.
+_SCRIPT_CASES = r"""
+import importlib.util, json, os, sys, traceback
+root, script, cases_file, results_file = sys.argv[1:5]
+sys.path.insert(0, root)
+path = os.path.join(root, script)
+source = open(path, encoding="utf-8").read()
+assert source.rstrip().endswith('if __name__ == "__main__":\n  cli.run(main)'), (
+    script + " no longer ends with cli.run(main): run it with run_script")
+name = os.path.splitext(os.path.basename(script))[0]
+spec = importlib.util.spec_from_file_location(name, path)
+module = sys.modules[name] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+from absl import flags, logging
+from bert_tf import cli
+results = []
+for args in json.load(open(cases_file)):
+  flags.FLAGS.unparse_flags()
+  flags.FLAGS["verbosity"].value = 0  # INFO, as app.run sets it when it first parses flags
+  sys.argv = [path, *args]
+  sys.stdout.flush()
+  sys.stderr.flush()
+  saved = {fd: os.dup(fd) for fd in (1, 2)}
+  names = {fd: "%s.%d.%d" % (results_file, len(results), fd) for fd in (1, 2)}
+  for fd in (1, 2):
+    target = os.open(names[fd], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(target, fd)
+    os.close(target)
+  code = 0
+  try:
+    cli.run(module.main)
+  except SystemExit as e:
+    if isinstance(e.code, str):
+      print(e.code, file=sys.stderr)
+    code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+  except BaseException:  # an uncaught error: what Python prints, and exit 1
+    traceback.print_exc()
+    code = 1
+  logging.flush()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  for fd in (1, 2):
+    os.dup2(saved[fd], fd)
+    os.close(saved[fd])
+  results.append([code] + [open(names[fd], encoding="utf-8", errors="replace").read()
+                           for fd in (1, 2)])
+with open(results_file, "w", encoding="utf-8") as f:
+  json.dump(results, f)
+"""
+
+
+def run_script_cases(script, cases, timeout=600):
+  """Each list of arguments in `cases` given to `script` of this checkout as its command line,
+  one after another in one process (see _SCRIPT_CASES); a subprocess.CompletedProcess per
+  case, with its exit code and its output as text."""
+  import tempfile
+  with tempfile.TemporaryDirectory(prefix="script_cases_") as folder:
+    cases_file = os.path.join(folder, "cases.json")
+    results_file = os.path.join(folder, "results.json")
+    with open(cases_file, "w", encoding="utf-8") as f:
+      json.dump([[str(a) for a in args] for args in cases], f)
+    driver = subprocess.run(
+        [sys.executable, "-c", _SCRIPT_CASES, ROOT, script, cases_file, results_file], cwd=ROOT,
+        capture_output=True, text=True, timeout=timeout)
+    assert driver.returncode == 0, driver.stderr[-3000:]
+    with open(results_file, encoding="utf-8") as f:
+      results = json.load(f)
+  return [subprocess.CompletedProcess([script, *map(str, args)], code, stdout, stderr)
+          for args, (code, stdout, stderr) in zip(cases, results)]
