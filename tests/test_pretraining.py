@@ -64,11 +64,25 @@ def _logged_losses(stderr):
 
 
 @pytest.fixture(scope="module")
-def float32_run(seq64_data, tmp_path_factory):
-  """One float32 run of _THREE_STEPS, the reference of the mirrored, half-precision, XLA and
-  LAMB runs (one training shared by all of them)."""
-  out = tmp_path_factory.mktemp("float32") / "run"
-  result = _python("run_pretraining.py", *_pretrain_args(seq64_data, out, *_THREE_STEPS))
+def three_step_runs(seq64_data, tmp_path_factory):
+  """The float32 run of _THREE_STEPS ("") and the same run with each flag compared with it
+  (gradient accumulation, half precision, XLA, LAMB), one after another in one process:
+  flag -> (output dir, result). Mirrored splits the CPU before TensorFlow starts, so it
+  runs in a process of its own."""
+  folder = tmp_path_factory.mktemp("three_steps")
+  flags = ["", "--gradient_accumulation_steps=2", *_FLAG_TOLERANCE]
+  outs = [folder / ("run_%d" % index) for index in range(len(flags))]
+  results = run_script_cases("run_pretraining.py", [
+      _pretrain_args(seq64_data, out, *_THREE_STEPS, *([flag] if flag else []))
+      for flag, out in zip(flags, outs)])
+  return {flag: (out, result) for flag, out, result in zip(flags, outs, results)}
+
+
+@pytest.fixture(scope="module")
+def float32_run(three_step_runs):
+  """One float32 run of _THREE_STEPS, the reference of the mirrored, gradient accumulation,
+  half-precision, XLA and LAMB runs (one training shared by all of them)."""
+  out, result = three_step_runs[""]
   assert result.returncode == 0, result.stderr[-3000:]
   losses = _logged_losses(result.stderr)
   assert len(losses) == 3
@@ -176,15 +190,12 @@ def test_mirrored_on_two_cpus_equals_one_device(seq64_data, float32_run, tmp_pat
 
 
 @pytest.mark.slow
-def test_gradient_accumulation_flag_equals_the_full_batch(seq64_data, tmp_path):
-  common = ["--do_train", "--train_batch_size=8", "--num_train_steps=2",
-            "--save_checkpoints_steps=2"]
-  full, accumulated = tmp_path / "full", tmp_path / "acc"
-  assert _python("run_pretraining.py", *_pretrain_args(seq64_data, full, *common)).returncode == 0
-  result = _python("run_pretraining.py", *_pretrain_args(
-      seq64_data, accumulated, *common, "--gradient_accumulation_steps=2"))
+def test_gradient_accumulation_flag_equals_the_full_batch(three_step_runs, float32_run):
+  # The full batch of 8 in one step (the float32 run) against two accumulated halves of 4.
+  accumulated, result = three_step_runs["--gradient_accumulation_steps=2"]
   assert result.returncode == 0, result.stderr
-  _assert_same_weights(str(full / "model.ckpt-2"), str(accumulated / "model.ckpt-2"), atol=2e-6)
+  _assert_same_weights(str(float32_run[0] / "model.ckpt-3"), str(accumulated / "model.ckpt-3"),
+                       atol=2e-6)
 
 
 def _free_ports(count):
@@ -350,10 +361,8 @@ _FLAG_TOLERANCE = {"--mixed_precision=float16": 2.0**-10, "--mixed_precision=bfl
 
 @pytest.mark.parametrize("flag", list(_FLAG_TOLERANCE))
 @pytest.mark.slow
-def test_precision_xla_and_lamb_runs_match_the_float32_run(seq64_data, float32_run, tmp_path,
-                                                           flag):
-  out = tmp_path / "run"
-  result = _python("run_pretraining.py", *_pretrain_args(seq64_data, out, *_THREE_STEPS, flag))
+def test_precision_xla_and_lamb_runs_match_the_float32_run(three_step_runs, float32_run, flag):
+  out, result = three_step_runs[flag]
   assert result.returncode == 0, result.stderr[-3000:]
   losses, reference = _logged_losses(result.stderr), float32_run[1]
   assert len(losses) == 3
