@@ -242,14 +242,26 @@ def _finish(processes, stop_at_step=None):
   return [p.returncode for p in processes], [seen + outputs[0], outputs[1]]
 
 
+# The two workers' run of the SIGTERM test below (dropout on).
+_TWO_WORKER_ARGS = ("--num_train_steps=30", "--save_checkpoints_steps=20",
+                    "--bert_config_file=%s" % TINY_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def two_workers_straight(seq64_data, tmp_path_factory):
+  """One uninterrupted run of two local workers: the run the multi-worker test checks and the
+  weights the SIGTERM test's resumed run must end with. (output dir, exit codes, outputs)"""
+  out = tmp_path_factory.mktemp("two_workers") / "straight"
+  codes, outputs = _finish(_launch_two_workers(seq64_data, out, *_TWO_WORKER_ARGS))
+  return out, codes, outputs
+
+
 @pytest.mark.slow
-def test_multi_worker_mirrored_runs_with_two_local_workers(seq64_data, tmp_path):
-  out = tmp_path / "mw"
-  codes, outputs = _finish(_launch_two_workers(seq64_data, out, "--num_train_steps=2",
-                                               "--save_checkpoints_steps=2"))
+def test_multi_worker_mirrored_runs_with_two_local_workers(two_workers_straight):
+  out, codes, outputs = two_workers_straight
   assert codes == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
   assert "multi_worker_mirrored with 2 replica(s)" in outputs[0]
-  assert _weights(str(out / "model.ckpt-2"))["global_step"] == 2
+  assert _weights(str(out / "model.ckpt-30"))["global_step"] == 30
 
 
 def test_a_record_file_cut_short_is_found_up_front_with_its_byte_offset(tmp_path):
@@ -428,12 +440,12 @@ def test_lamb_steps_equal_lamb_by_hand():
 
 
 @pytest.mark.slow
-def test_multi_worker_sigterm_saves_on_every_worker_and_resumes_exactly(seq64_data, tmp_path):
+def test_multi_worker_sigterm_saves_on_every_worker_and_resumes_exactly(
+    seq64_data, two_workers_straight, tmp_path):
   """TensorFlow's PreemptionCheckpointHandler: SIGTERM on one worker, every worker saves at the
   same step and exits 143; the same command resumes both to the uninterrupted weights."""
-  args = ["--num_train_steps=30", "--save_checkpoints_steps=20",
-          "--bert_config_file=%s" % TINY_CONFIG]
-  codes, outputs = _finish(_launch_two_workers(seq64_data, tmp_path / "straight", *args))
+  args = _TWO_WORKER_ARGS
+  straight, codes, outputs = two_workers_straight
   assert codes == [0, 0], outputs[0][-3000:]
   stopped = tmp_path / "stopped"
   codes, outputs = _finish(_launch_two_workers(seq64_data, stopped, *args), stop_at_step=3)
@@ -444,5 +456,5 @@ def test_multi_worker_sigterm_saves_on_every_worker_and_resumes_exactly(seq64_da
   codes, outputs = _finish(_launch_two_workers(seq64_data, stopped, *args))
   assert codes == [0, 0], outputs[0][-3000:]
   assert all("Resumed from" in o and "at step %d" % steps[0] in o for o in outputs)
-  _assert_same_weights(str(tmp_path / "straight" / "model.ckpt-30"),
-                       str(stopped / "model.ckpt-30"), atol=1e-6)
+  _assert_same_weights(str(straight / "model.ckpt-30"), str(stopped / "model.ckpt-30"),
+                       atol=1e-6)
