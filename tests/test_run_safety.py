@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, TINY_DIR, VOCAB_UNCASED
-from helpers import ROOT, damaged_copy, run_script
+from helpers import ROOT, damaged_copy, run_script, run_script_cases
 
 pytestmark = pytest.mark.slow
 
@@ -74,12 +74,12 @@ def test_resume_with_changed_settings_says_what_changed(tmp_path):
   assert "Resumed from" in more.stderr
 
 
-@pytest.mark.parametrize("how", ["truncated", "bit_flipped"])
-def test_damaged_init_checkpoint_is_one_line_before_any_work(tmp_path, how):
-  prefix = damaged_copy(TINY_DIR, tmp_path / ("release_" + how), how)
-  shutil.copy(VOCAB_UNCASED, tmp_path / ("release_" + how) / "vocab.txt")
+_DAMAGES = ("truncated", "bit_flipped")
+
+
+def _damaged_init_commands(tmp_path, prefix):
   out = tmp_path / "out"
-  commands = {
+  return {
       "run_classifier.py": _classifier_args(out, init=prefix),
       "extract_features.py": ["--input_file=%s" % (FIXTURES / "extract_features" / "input.txt"),
                               "--output_file=%s" % (tmp_path / "f.jsonl"),
@@ -94,8 +94,33 @@ def test_damaged_init_checkpoint_is_one_line_before_any_work(tmp_path, how):
                           "--encoder_export_dir=%s" % (tmp_path / "hub"),
                           "--preprocessor_export_dir=%s" % (tmp_path / "pre")],
   }
-  for script, args in commands.items():
-    result = run_script(script, *args)
+
+
+@pytest.fixture(scope="module")
+def damaged_init_runs(tmp_path_factory):
+  """Each script of _damaged_init_commands given a truncated and a bit-flipped copy of the tiny
+  release, in a folder per damage; one process per script runs its two command lines.
+  damage -> (folder, checkpoint prefix, {script: result})."""
+  runs = {}
+  for how in _DAMAGES:
+    folder = tmp_path_factory.mktemp(how)
+    prefix = damaged_copy(TINY_DIR, folder / ("release_" + how), how)
+    shutil.copy(VOCAB_UNCASED, folder / ("release_" + how) / "vocab.txt")
+    runs[how] = (folder, prefix, {})
+  commands = {how: _damaged_init_commands(folder, prefix) for how, (folder, prefix, _) in
+              runs.items()}
+  for script in commands[_DAMAGES[0]]:
+    results = run_script_cases(script, [commands[how][script] for how in _DAMAGES])
+    for how, result in zip(_DAMAGES, results):
+      runs[how][2][script] = result
+  return runs
+
+
+@pytest.mark.parametrize("how", _DAMAGES)
+def test_damaged_init_checkpoint_is_one_line_before_any_work(damaged_init_runs, how):
+  tmp_path, prefix, results = damaged_init_runs[how]
+  out = tmp_path / "out"
+  for script, result in results.items():
     message = _error(result)
     assert "Checkpoint %s is damaged" % prefix in message and "\n" not in message.strip(), script
     assert "Traceback" not in result.stderr, script
