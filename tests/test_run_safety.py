@@ -25,6 +25,16 @@ def _classifier_args(output_dir, *extra, config=TINY_CONFIG, init=TINY_CKPT):
           "--save_checkpoints_steps=1", "--output_dir=%s" % output_dir, "--do_train", *extra]
 
 
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+  """The output folder of one finished run of _classifier_args (one epoch, a save every step),
+  which the tests below copy and then resume in their own ways."""
+  out = tmp_path_factory.mktemp("finished") / "run"
+  result = run_script("run_classifier.py", *_classifier_args(out))
+  assert result.returncode == 0, result.stderr[-3000:]
+  return out
+
+
 def _error(result):
   lines = [l for l in result.stderr.splitlines() if l.startswith("error: ")]
   assert result.returncode == 2 and lines, result.stderr[-3000:]
@@ -55,20 +65,21 @@ def test_a_second_run_on_a_folder_in_use_stops_at_once_naming_the_first(tmp_path
   assert third.returncode == 0, third.stderr[-2000:]
 
 
-def test_resume_with_changed_settings_says_what_changed(tmp_path):
+def test_resume_with_changed_settings_says_what_changed(finished_run, tmp_path):
   out = tmp_path / "run"
-  assert run_script("run_classifier.py", *_classifier_args(out)).returncode == 0
-  smaller = run_script("run_classifier.py", *_classifier_args(out, "--train_batch_size=2"))
+  shutil.copytree(finished_run, out)
+  dropout = tmp_path / "bert_config.json"
+  dropout.write_text(open(TINY_CONFIG).read().replace('"hidden_dropout_prob": 0.1',
+                                                      '"hidden_dropout_prob": 0.2'))
+  # The three commands one after another in one process.
+  smaller, changed, more = run_script_cases("run_classifier.py", [
+      _classifier_args(out, "--train_batch_size=2"), _classifier_args(out, config=str(dropout)),
+      _classifier_args(out, "--num_train_epochs=2")])
   message = _error(smaller)
   assert "holds a training state made with other settings" in message
   assert "train_batch_size: 4 when the state was saved, 2 now" in message
   assert "Traceback" not in smaller.stderr
-  dropout = tmp_path / "bert_config.json"
-  dropout.write_text(open(TINY_CONFIG).read().replace('"hidden_dropout_prob": 0.1',
-                                                      '"hidden_dropout_prob": 0.2'))
-  changed = run_script("run_classifier.py", *_classifier_args(out, config=str(dropout)))
   assert "bert_config:" in _error(changed)
-  more = run_script("run_classifier.py", *_classifier_args(out, "--num_train_epochs=2"))
   assert more.returncode == 0, more.stderr[-2000:]
   assert "num_train_epochs changed from 1.0 to 2.0" in more.stderr
   assert "Resumed from" in more.stderr
@@ -128,9 +139,9 @@ def test_damaged_init_checkpoint_is_one_line_before_any_work(damaged_init_runs, 
   assert not (tmp_path / "hf").exists() and not (tmp_path / "hub").exists()
 
 
-def test_damaged_latest_training_state_falls_back_to_the_previous_one(tmp_path):
+def test_damaged_latest_training_state_falls_back_to_the_previous_one(finished_run, tmp_path):
   out = tmp_path / "run"
-  assert run_script("run_classifier.py", *_classifier_args(out)).returncode == 0
+  shutil.copytree(finished_run, out)
   state = out / "training_state"
   latest = tf.train.latest_checkpoint(str(state))
   step = int(latest.rsplit("-", 1)[1])
@@ -172,13 +183,13 @@ def test_rerunning_a_finished_command_keeps_or_replaces_its_own_export(tmp_path)
   assert not [p for p in tmp_path.iterdir() if ".replaced-" in p.name]
   # Another run folder may not write over it, unless told to: nothing runs before that.
   other = tmp_path / "other"
-  refused = run_script("run_classifier.py", *_classifier_args(other, "--export_dir=%s" % exp))
+  export_only = [a for a in _classifier_args(other, "--export_dir=%s" % exp, "--overwrite_export")
+                 if a != "--do_train"]
+  refused, replaced = run_script_cases("run_classifier.py", [
+      _classifier_args(other, "--export_dir=%s" % exp), export_only])
   assert ("Export folder %s already exists and is not empty; choose another --export_dir, or "
           "pass --overwrite_export to replace it." % exp) in _error(refused)
   assert not other.exists() or not list(other.glob("*.tf_record"))
-  export_only = [a for a in _classifier_args(other, "--export_dir=%s" % exp, "--overwrite_export")
-                 if a != "--do_train"]
-  replaced = run_script("run_classifier.py", *export_only)
   assert replaced.returncode == 0, replaced.stderr[-3000:]
   assert (exp / "saved_model.pb").exists()
   assert not [p for p in tmp_path.iterdir() if ".replaced-" in p.name]
