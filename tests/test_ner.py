@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
-from helpers import ROOT, run_script, run_serving_script
+from helpers import ROOT, run_script, run_script_cases, run_serving_script
 
 from bert_tf import tokenization
 from bert_tf.tasks import ner
@@ -166,16 +166,16 @@ def test_fine_tuning_end_to_end_with_resume_and_export(tmp_path):
   check_prediction_file(out / "test_predictions.txt", str(data / "test.txt"), labels["labels"])
   first_steps = results["global_step"]
 
-  # Resume: more epochs continue from the saved state.
-  result = run_script("run_ner.py", *ner_args(data, out, "--do_train", "--do_eval",
-                                              "--num_train_epochs=3"))
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert "Resumed from" in result.stderr
+  # Resume: more epochs continue from the saved state (training and evaluation only). Then
+  # predict only: the labels come from --output_dir. One process runs both commands.
+  (out / "test_predictions.txt").unlink()
+  resumed, result = run_script_cases("run_ner.py", [
+      ner_args(data, out, "--do_train", "--do_eval", "--num_train_epochs=3"),
+      ner_args(data, out, "--do_predict")])
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert "Resumed from" in resumed.stderr
   assert read_results(out / "eval_results.txt")["global_step"] > first_steps
 
-  # Predict only: the labels come from --output_dir.
-  (out / "test_predictions.txt").unlink()
-  result = run_script("run_ner.py", *ner_args(data, out, "--do_predict"))
   assert result.returncode == 0, result.stderr[-3000:]
   check_prediction_file(out / "test_predictions.txt", str(data / "test.txt"), labels["labels"])
 
@@ -280,16 +280,16 @@ def test_feature_based_caches_bert_features(tmp_path):
   check_prediction_file(out / "eval_predictions.txt", str(data / "dev.txt"),
                         json.loads((out / "feature_based_weighted_sum_all.json").read_text())
                         ["labels"])
-  # Another mode reading a cached layer computes nothing.
-  result = run_script("run_ner.py", *common, "--features=last_hidden")
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert re.search(r"BERT features of train: cache hit \(layers \[2\]", result.stderr)
-  assert re.search(r"BERT features of eval: cache hit \(layers \[2\]", result.stderr)
-  assert "computing layers" not in result.stderr
-  # Evaluation alone reads the saved BiLSTM; --tag_scheme=iob2 writes IOB2 predictions.
-  result = run_script("run_ner.py", *ner_args(data, out, "--do_eval", "--approach=feature_based",
-                                              "--features=last_hidden", "--lstm_units=8",
-                                              "--tag_scheme=iob2"))
+  # Another mode reading a cached layer computes nothing. Then evaluation alone reads the
+  # saved BiLSTM; --tag_scheme=iob2 writes IOB2 predictions. One process runs both commands.
+  other_mode, result = run_script_cases("run_ner.py", [
+      [*common, "--features=last_hidden"],
+      ner_args(data, out, "--do_eval", "--approach=feature_based", "--features=last_hidden",
+               "--lstm_units=8", "--tag_scheme=iob2")])
+  assert other_mode.returncode == 0, other_mode.stderr[-3000:]
+  assert re.search(r"BERT features of train: cache hit \(layers \[2\]", other_mode.stderr)
+  assert re.search(r"BERT features of eval: cache hit \(layers \[2\]", other_mode.stderr)
+  assert "computing layers" not in other_mode.stderr
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Training the BiLSTM" not in result.stderr
   for sentence in read_prediction_file(out / "eval_predictions.txt"):
@@ -313,8 +313,7 @@ def test_feature_based_caches_bert_features(tmp_path):
                             32)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("case, extra, message", [
+_BAD_INPUTS = [
     ("missing_test", ["--do_predict", "--labels=O,B-PER,I-PER"], r"No test file in --data_dir"),
     ("features", ["--do_train", "--features=last_hidden"],
      r"--features=last_hidden is for --approach=feature_based"),
@@ -322,12 +321,28 @@ def test_feature_based_caches_bert_features(tmp_path):
      r"dev.txt line \d+: tag I-\w+ .* is not among the labels O,B-PER,I-PER"),
     ("bad_labels", ["--do_train", "--labels=PER,LOC"], r"--labels must list distinct IOB2 labels"),
     ("no_labels", ["--do_predict"], r"No --labels and no ner_labels.json in --output_dir"),
-])
-def test_bad_inputs_are_one_line_errors(tmp_path, case, extra, message):
-  data = slice_data(tmp_path / "data", documents=2)
-  if case == "missing_test":
-    (data / "test.txt").unlink()
-  result = run_script("run_ner.py", *ner_args(data, tmp_path / "out", *extra))
+]
+
+
+@pytest.fixture(scope="module")
+def bad_input_runs(tmp_path_factory):
+  """run_ner given each case of _BAD_INPUTS, in a folder of its own (data, output), one command
+  line after another in one process: case -> result."""
+  commands = []
+  for case, extra, _ in _BAD_INPUTS:
+    folder = tmp_path_factory.mktemp(case)
+    data = slice_data(folder / "data", documents=2)
+    if case == "missing_test":
+      (data / "test.txt").unlink()
+    commands.append(ner_args(data, folder / "out", *extra))
+  results = run_script_cases("run_ner.py", commands)
+  return {case: result for (case, _, _), result in zip(_BAD_INPUTS, results)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, extra, message", _BAD_INPUTS)
+def test_bad_inputs_are_one_line_errors(bad_input_runs, case, extra, message):
+  result = bad_input_runs[case]
   assert result.returncode != 0
   assert "Traceback" not in result.stderr
   assert re.search(message, result.stderr), result.stderr[-2000:]
