@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_CKPT
-from helpers import run_script
+from helpers import run_script, run_script_cases
 from test_ner import ner_args, read_results, slice_data
 
 from bert_tf.errors import UserInputError
@@ -138,35 +138,37 @@ def test_a_fine_tuned_model_tags_the_same_whatever_the_order_of_labels(tmp_path)
   # would be named I-PER.
   assert REORDERED.split(",").index("O") != labels.index("O")
 
-  # In the training folder, --labels in another order: the model's order is used.
+  # The four commands below, one after another in one process.
   (trained / "test_predictions.txt").unlink()
-  run_ner(*ner_args(data, trained, "--do_predict", "--labels=" + REORDERED))
+  other, tuned = tmp_path / "other", tmp_path / "tuned"
+  from_trained = lambda args: [a if not a.startswith("--init_checkpoint") else
+                               "--init_checkpoint=%s" % trained for a in args]
+  same_folder, new_folder, fine_tuned, other_labels = run_script_cases("run_ner.py", [
+      ner_args(data, trained, "--do_predict", "--labels=" + REORDERED),
+      from_trained(ner_args(data, other, "--do_predict", "--labels=" + REORDERED)),
+      from_trained(ner_args(data, tuned, "--do_train", "--do_predict", "--num_train_epochs=1",
+                            "--labels=" + REORDERED, "--learning_rate=0")),
+      ner_args(data, trained, "--do_eval", "--labels=O,B-PER,I-PER")])
+
+  # In the training folder, --labels in another order: the model's order is used.
+  assert same_folder.returncode == 0, same_folder.stderr[-3000:]
   assert (trained / "test_predictions.txt").read_text() == expected
 
   # From its checkpoint in a new folder, predicting only: the recorded order is used.
-  other = tmp_path / "other"
-  args = ner_args(data, other, "--do_predict", "--labels=" + REORDERED)
-  args = [a if not a.startswith("--init_checkpoint") else "--init_checkpoint=%s" % trained
-          for a in args]
-  run_ner(*args)
+  assert new_folder.returncode == 0, new_folder.stderr[-3000:]
   assert (other / "test_predictions.txt").read_text() == expected
 
   # Fine-tuning from it with the labels in another order (learning rate 0: weights unchanged):
   # the head's rows are reordered, so the tags are the same.
-  tuned = tmp_path / "tuned"
-  args = ner_args(data, tuned, "--do_train", "--do_predict", "--num_train_epochs=1",
-                  "--labels=" + REORDERED, "--learning_rate=0")
-  args = [a if not a.startswith("--init_checkpoint") else "--init_checkpoint=%s" % trained
-          for a in args]
-  result = run_ner(*args)
-  assert "its rows are read in this run's order %s" % REORDERED in result.stderr
+  assert fine_tuned.returncode == 0, fine_tuned.stderr[-3000:]
+  assert "its rows are read in this run's order %s" % REORDERED in fine_tuned.stderr
   assert json.loads((tuned / "ner_labels.json").read_text())["labels"] == REORDERED.split(",")
   assert (tuned / "test_predictions.txt").read_text() == expected
 
   # Other labels than the model's: one line naming both.
-  stderr = one_line_error(*ner_args(data, trained, "--do_eval", "--labels=O,B-PER,I-PER"))
+  assert other_labels.returncode != 0 and "Traceback" not in other_labels.stderr
   assert "--labels=O,B-PER,I-PER are not the labels the model was trained on (%s" % (
-      ",".join(labels)) in stderr
+      ",".join(labels)) in other_labels.stderr
 
   # The run folder converts on its own, its labels named in id2label.
   result = run_script("convert_checkpoint.py", "--input=%s" % trained, "--to=hf",
@@ -208,17 +210,7 @@ def test_the_feature_based_tagger_checks_what_it_reads(tmp_path):
   shutil.copy(train_cache, cache)
   with open(test_cache, "r+b") as f:
     f.truncate(os.path.getsize(test_cache) // 2)
-  result = run_ner(*common, "--do_eval", "--do_predict")
-  assert "%s are not used: the file changed after it was written" % cache in result.stderr
-  assert "%s are not used" % test_cache in result.stderr
-  for name, text in expected.items():
-    assert (out / name).read_text() == text, name
-  assert read_results(out / "eval_results.txt") == results
-
-  # Another --lstm_units or checkpoint than the tagger was trained with: one line each.
-  stderr = one_line_error(*common, "--do_eval", "--lstm_units=16")
-  assert "was trained with --lstm_units=8; this run gives --lstm_units=16" in stderr
-  other_ckpt = tmp_path / "ckpt"
+  other_ckpt = tmp_path / "ckpt"  # for the last check below
   shutil.copytree(os.path.dirname(TINY_CKPT), other_ckpt)
   from bert_tf import checkpoints
   _, variables = checkpoints.read_variables(TINY_CKPT)
@@ -226,8 +218,22 @@ def test_the_feature_based_tagger_checks_what_it_reads(tmp_path):
   checkpoints.save_checkpoint(other_ckpt / "bert_model.ckpt", extra=variables)
   args = [a if not a.startswith("--init_checkpoint") else
           "--init_checkpoint=%s" % (other_ckpt / "bert_model.ckpt") for a in common]
-  stderr = one_line_error(*args, "--do_eval")
-  assert "was trained on the features of another BERT checkpoint" in stderr
+  # The three commands one after another in one process.
+  result, other_units, other_checkpoint = run_script_cases("run_ner.py", [
+      [*common, "--do_eval", "--do_predict"], [*common, "--do_eval", "--lstm_units=16"],
+      [*args, "--do_eval"]])
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "%s are not used: the file changed after it was written" % cache in result.stderr
+  assert "%s are not used" % test_cache in result.stderr
+  for name, text in expected.items():
+    assert (out / name).read_text() == text, name
+  assert read_results(out / "eval_results.txt") == results
+
+  # Another --lstm_units or checkpoint than the tagger was trained with: one line each.
+  for error in (other_units, other_checkpoint):
+    assert error.returncode != 0 and "Traceback" not in error.stderr
+  assert "was trained with --lstm_units=8; this run gives --lstm_units=16" in other_units.stderr
+  assert "was trained on the features of another BERT checkpoint" in other_checkpoint.stderr
 
 
 @pytest.mark.slow
