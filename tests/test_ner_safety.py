@@ -182,14 +182,15 @@ def test_a_fine_tuned_model_tags_the_same_whatever_the_order_of_labels(tmp_path)
 @pytest.mark.slow
 def test_the_feature_based_tagger_checks_what_it_reads(tmp_path):
   data = slice_data(tmp_path / "data", documents=3)
-  # One 5,000-word sentence (no blank lines) in the training file.
+  # One 500-word sentence (no blank lines) in the training file: twice the length that is
+  # warned about (the BiLSTM reads it in one pass, a step per word, forward and backward).
   with open(data / "train.txt", "a", encoding="utf-8") as f:
-    f.write("\n" + "".join("w%d NN I-NP O\n" % (i % 50) for i in range(5000)))
+    f.write("\n" + "".join("w%d NN I-NP O\n" % (i % 50) for i in range(500)))
   out = tmp_path / "out"
   common = ner_args(data, out, "--approach=feature_based", "--features=last_hidden",
                     "--lstm_units=8", "--num_train_epochs=1")
   result = run_ner(*common, "--do_train", "--do_eval", "--do_predict")
-  assert "a sentence of 5000 words" in result.stderr
+  assert "a sentence of 500 words" in result.stderr
   assert "train.txt line" in result.stderr
   record = json.loads((out / "feature_based_last_hidden.json").read_text())
   assert record["lstm_units"] == 8 and record["features"] == "last_hidden"
