@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_CKPT, VOCAB_UNCASED, tiny_config
-from helpers import run_script
+from helpers import run_script, run_script_cases
 
 from bert_tf import checkpoints, export, litert_export
 from bert_tf.errors import UserInputError
@@ -192,23 +192,25 @@ def test_export_litert_refuses_what_it_cannot_convert(tmp_path):
 @pytest.mark.slow
 def test_export_litert_command_and_its_mediapipe_checks(exports, tmp_path):
   out = tmp_path / "clf.tflite"
-  result = run_script("export_litert.py", "--export_dir=%s" % exports["classifier"],
-                      "--output_file=%s" % out, "--quantize=int8")
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert "Wrote %s (int8" % out in result.stdout and out.exists()
-  for extra, message in (
+  failures = (
       (["--export_dir=%s" % exports["squad"], "--mediapipe_python=/bin/true"],
        "MediaPipe serves classifiers and text embedders; this export is a squad model"),
       (["--export_dir=%s" % exports["classifier"], "--mediapipe_python=/no/python"],
        "--mediapipe_python=/no/python does not exist"),
       (["--export_dir=%s" % exports["classifier"], "--mediapipe_python=/bin/false"],
        "MediaPipe's metadata writer failed in /bin/false"),
-      (["--export_dir=%s" % tmp_path, "--quantize=int8"], "is not a bert_tf export")):
-    result = run_script("export_litert.py", "--output_file=%s" % (tmp_path / "y.tflite"),
-                        *extra)
+      (["--export_dir=%s" % tmp_path, "--quantize=int8"], "is not a bert_tf export"))
+  # The five commands one after another in one process; each failure its own output file.
+  outputs = [tmp_path / ("y%d.tflite" % index) for index in range(len(failures))]
+  result, *results = run_script_cases("export_litert.py", [
+      ["--export_dir=%s" % exports["classifier"], "--output_file=%s" % out, "--quantize=int8"],
+      *[["--output_file=%s" % output, *extra] for output, (extra, _) in zip(outputs, failures)]])
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "Wrote %s (int8" % out in result.stdout and out.exists()
+  for (extra, message), result, output in zip(failures, results, outputs):
     assert result.returncode != 0 and "Traceback" not in result.stderr, extra
     assert message in result.stderr, (extra, result.stderr[-1500:])
-    assert not (tmp_path / "y.tflite").exists()
+    assert not output.exists()
   # The vocab the metadata carries is the export's own, by id.
   vocab = (open(os.path.join(exports["classifier"], export.METADATA_DIR, "vocab.txt"))
            .read().splitlines())
