@@ -158,9 +158,6 @@ def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path):
   args = ["--do_train", "--train_batch_size=4", "--num_train_steps=10",
           "--save_checkpoints_steps=2",
           "--bert_config_file=%s" % TINY_CONFIG]
-  straight = tmp_path / "straight"
-  assert _python("run_pretraining.py", *_pretrain_args(seq64_data, straight, *args)).returncode == 0
-
   killed = tmp_path / "killed"
   command = [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
              *_pretrain_args(seq64_data, killed, *args)]
@@ -172,7 +169,12 @@ def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path):
   process.send_signal(signal.SIGKILL)
   process.wait()
   assert not (killed / "model.ckpt-10.index").exists()
-  resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+  # The uninterrupted run, then the killed command again (the restart), one after another in
+  # one process.
+  straight = tmp_path / "straight"
+  result, resumed = run_script_cases("run_pretraining.py", [
+      _pretrain_args(seq64_data, straight, *args), command[2:]])
+  assert result.returncode == 0, result.stderr[-3000:]
   assert resumed.returncode == 0, resumed.stderr
   assert "Resumed from" in resumed.stderr
   _assert_same_weights(str(straight / "model.ckpt-10"), str(killed / "model.ckpt-10"), atol=1e-6)
