@@ -81,3 +81,19 @@ def pretraining_model(config):
   mlm.build()
   nsp.build()
   return encoder, mlm, nsp
+
+
+@pytest.fixture
+def script_session():
+  """script_session(script): a helpers.ScriptSession of this checkout's `script` for the test
+  (its command lines, run one at a time when called, share one process), closed after it."""
+  from helpers import ScriptSession
+  sessions = []
+
+  def start(script):
+    sessions.append(ScriptSession(script))
+    return sessions[-1]
+
+  yield start
+  for session in sessions:
+    session.close()

@@ -120,9 +120,12 @@ def damaged_copy(source_dir, target_dir, how):
 # script's own entry point (cli.run(main), absl's app.run: flags parsed anew from their
 # defaults), with its exit code and its output on file descriptors 1 and 2 captured as a
 # process of its own would have them. TensorFlow is imported once, not once per command line.
+# The driver reads a command line (JSON) per line of stdin and answers each on stdout with a
+# line _DONE + the JSON of [exit code, stdout file, stderr file].
+_DONE = "script-case-done "
 _SCRIPT_CASES = r"""
 import importlib.util, json, os, sys, traceback
-root, script, cases_file, results_file = sys.argv[1:5]
+root, script, folder, done = sys.argv[1:5]
 sys.path.insert(0, root)
 path = os.path.join(root, script)
 source = open(path, encoding="utf-8").read()
@@ -134,15 +137,14 @@ module = sys.modules[name] = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 from absl import flags, logging
 from bert_tf import cli
-results = []
-for args in json.load(open(cases_file)):
+for count, line in enumerate(sys.stdin):
   flags.FLAGS.unparse_flags()
   flags.FLAGS["verbosity"].value = 0  # INFO, as app.run sets it when it first parses flags
-  sys.argv = [path, *args]
+  sys.argv = [path, *json.loads(line)]
   sys.stdout.flush()
   sys.stderr.flush()
   saved = {fd: os.dup(fd) for fd in (1, 2)}
-  names = {fd: "%s.%d.%d" % (results_file, len(results), fd) for fd in (1, 2)}
+  names = {fd: os.path.join(folder, "%d.%d" % (count, fd)) for fd in (1, 2)}
   for fd in (1, 2):
     target = os.open(names[fd], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(target, fd)
@@ -163,28 +165,75 @@ for args in json.load(open(cases_file)):
   for fd in (1, 2):
     os.dup2(saved[fd], fd)
     os.close(saved[fd])
-  results.append([code] + [open(names[fd], encoding="utf-8", errors="replace").read()
-                           for fd in (1, 2)])
-with open(results_file, "w", encoding="utf-8") as f:
-  json.dump(results, f)
+  print(done + json.dumps([code, names[1], names[2]]), flush=True)
 """
+
+
+class ScriptSession:
+  """One process that runs command lines of `script` (of this checkout) as run_script would,
+  one at a time, when called: session(*args) -> subprocess.CompletedProcess, with the exit
+  code and output of that command line alone (see _SCRIPT_CASES). Between calls the test reads
+  and changes files as between processes; TensorFlow is imported once. A context manager."""
+
+  def __init__(self, script, timeout=600):
+    import queue
+    import tempfile
+    self.script, self.timeout = script, timeout
+    self.folder = tempfile.mkdtemp(prefix="script_session_")
+    self.log = open(os.path.join(self.folder, "driver.log"), "w+")
+    self.process = subprocess.Popen(
+        [sys.executable, "-c", _SCRIPT_CASES, ROOT, script, self.folder, _DONE], cwd=ROOT,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
+    self.answers = queue.Queue()
+    threading.Thread(target=self._read, daemon=True).start()
+
+  def _read(self):
+    for line in self.process.stdout:
+      if line.startswith(_DONE):
+        self.answers.put(json.loads(line[len(_DONE):]))
+    self.answers.put(None)  # the driver ended
+
+  def __call__(self, *args):
+    import queue
+    args = [str(a) for a in args]
+    try:
+      self.process.stdin.write(json.dumps(args) + "\n")
+      self.process.stdin.flush()
+      answer = self.answers.get(timeout=self.timeout)
+    except (BrokenPipeError, queue.Empty):
+      answer = None
+    if answer is None:
+      with open(self.log.name, encoding="utf-8", errors="replace") as log:
+        tail = log.read()[-3000:]
+      self.close()
+      raise AssertionError("%s %s: the driver process ended or hung:\n%s" % (
+          self.script, " ".join(args), tail))
+    code, stdout, stderr = answer
+    with open(stdout, encoding="utf-8", errors="replace") as out, open(
+        stderr, encoding="utf-8", errors="replace") as err:
+      return subprocess.CompletedProcess([self.script, *args], code, out.read(), err.read())
+
+  def close(self):
+    import shutil
+    try:
+      self.process.stdin.close()  # the driver ends after its last command line
+      self.process.wait(timeout=60)
+    except (BrokenPipeError, subprocess.TimeoutExpired):
+      self.process.kill()
+      self.process.wait()
+    self.log.close()
+    shutil.rmtree(self.folder, ignore_errors=True)
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *unused):
+    self.close()
 
 
 def run_script_cases(script, cases, timeout=600):
   """Each list of arguments in `cases` given to `script` of this checkout as its command line,
-  one after another in one process (see _SCRIPT_CASES); a subprocess.CompletedProcess per
-  case, with its exit code and its output as text."""
-  import tempfile
-  with tempfile.TemporaryDirectory(prefix="script_cases_") as folder:
-    cases_file = os.path.join(folder, "cases.json")
-    results_file = os.path.join(folder, "results.json")
-    with open(cases_file, "w", encoding="utf-8") as f:
-      json.dump([[str(a) for a in args] for args in cases], f)
-    driver = subprocess.run(
-        [sys.executable, "-c", _SCRIPT_CASES, ROOT, script, cases_file, results_file], cwd=ROOT,
-        capture_output=True, text=True, timeout=timeout)
-    assert driver.returncode == 0, driver.stderr[-3000:]
-    with open(results_file, encoding="utf-8") as f:
-      results = json.load(f)
-  return [subprocess.CompletedProcess([script, *map(str, args)], code, stdout, stderr)
-          for args, (code, stdout, stderr) in zip(cases, results)]
+  one after another in one process (a ScriptSession); a subprocess.CompletedProcess per case,
+  with its exit code and its output as text."""
+  with ScriptSession(script, timeout) as session:
+    return [session(*args) for args in cases]
