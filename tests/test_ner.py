@@ -145,13 +145,13 @@ def check_prediction_file(path, data_file, labels):
 
 
 @pytest.mark.slow
-def test_fine_tuning_end_to_end_with_resume_and_export(tmp_path):
+def test_fine_tuning_end_to_end_with_resume_and_export(tmp_path, script_session):
+  run_ner = script_session("run_ner.py")  # the run_ner commands below, in one process
   data = slice_data(tmp_path / "data")
   out = tmp_path / "out"
   export_dir = tmp_path / "export"
-  result = run_script("run_ner.py", *ner_args(data, out, "--do_train", "--do_eval",
-                                              "--do_predict", "--num_train_epochs=2",
-                                              "--export_dir=%s" % export_dir))
+  result = run_ner(*ner_args(data, out, "--do_train", "--do_eval", "--do_predict",
+                             "--num_train_epochs=2", "--export_dir=%s" % export_dir))
   assert result.returncode == 0, result.stderr[-3000:]
   labels = json.loads((out / "ner_labels.json").read_text())
   assert labels == {"labels": ner.label_list(ner.read_conll(str(data / "train.txt"))),
@@ -166,16 +166,15 @@ def test_fine_tuning_end_to_end_with_resume_and_export(tmp_path):
   check_prediction_file(out / "test_predictions.txt", str(data / "test.txt"), labels["labels"])
   first_steps = results["global_step"]
 
-  # Resume: more epochs continue from the saved state (training and evaluation only). Then
-  # predict only: the labels come from --output_dir. One process runs both commands.
-  (out / "test_predictions.txt").unlink()
-  resumed, result = run_script_cases("run_ner.py", [
-      ner_args(data, out, "--do_train", "--do_eval", "--num_train_epochs=3"),
-      ner_args(data, out, "--do_predict")])
-  assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert "Resumed from" in resumed.stderr
+  # Resume: more epochs continue from the saved state.
+  result = run_ner(*ner_args(data, out, "--do_train", "--do_eval", "--num_train_epochs=3"))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Resumed from" in result.stderr
   assert read_results(out / "eval_results.txt")["global_step"] > first_steps
 
+  # Predict only: the labels come from --output_dir.
+  (out / "test_predictions.txt").unlink()
+  result = run_ner(*ner_args(data, out, "--do_predict"))
   assert result.returncode == 0, result.stderr[-3000:]
   check_prediction_file(out / "test_predictions.txt", str(data / "test.txt"), labels["labels"])
 
@@ -266,12 +265,13 @@ def test_export_tags_windows_like_the_python_path(tmp_path):
 
 
 @pytest.mark.slow
-def test_feature_based_caches_bert_features(tmp_path):
+def test_feature_based_caches_bert_features(tmp_path, script_session):
+  run_ner = script_session("run_ner.py")  # the run_ner commands below, in one process
   data = slice_data(tmp_path / "data")
   out = tmp_path / "out"
   common = ner_args(data, out, "--do_train", "--do_eval", "--approach=feature_based",
                     "--num_train_epochs=1", "--lstm_units=8")
-  result = run_script("run_ner.py", *common, "--features=weighted_sum_all")
+  result = run_ner(*common, "--features=weighted_sum_all")
   assert result.returncode == 0, result.stderr[-3000:]
   assert "BERT features of train: computing layers [1, 2]" in result.stderr
   assert "cache hit" not in result.stderr
@@ -280,16 +280,15 @@ def test_feature_based_caches_bert_features(tmp_path):
   check_prediction_file(out / "eval_predictions.txt", str(data / "dev.txt"),
                         json.loads((out / "feature_based_weighted_sum_all.json").read_text())
                         ["labels"])
-  # Another mode reading a cached layer computes nothing. Then evaluation alone reads the
-  # saved BiLSTM; --tag_scheme=iob2 writes IOB2 predictions. One process runs both commands.
-  other_mode, result = run_script_cases("run_ner.py", [
-      [*common, "--features=last_hidden"],
-      ner_args(data, out, "--do_eval", "--approach=feature_based", "--features=last_hidden",
-               "--lstm_units=8", "--tag_scheme=iob2")])
-  assert other_mode.returncode == 0, other_mode.stderr[-3000:]
-  assert re.search(r"BERT features of train: cache hit \(layers \[2\]", other_mode.stderr)
-  assert re.search(r"BERT features of eval: cache hit \(layers \[2\]", other_mode.stderr)
-  assert "computing layers" not in other_mode.stderr
+  # Another mode reading a cached layer computes nothing.
+  result = run_ner(*common, "--features=last_hidden")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert re.search(r"BERT features of train: cache hit \(layers \[2\]", result.stderr)
+  assert re.search(r"BERT features of eval: cache hit \(layers \[2\]", result.stderr)
+  assert "computing layers" not in result.stderr
+  # Evaluation alone reads the saved BiLSTM; --tag_scheme=iob2 writes IOB2 predictions.
+  result = run_ner(*ner_args(data, out, "--do_eval", "--approach=feature_based",
+                             "--features=last_hidden", "--lstm_units=8", "--tag_scheme=iob2"))
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Training the BiLSTM" not in result.stderr
   for sentence in read_prediction_file(out / "eval_predictions.txt"):
