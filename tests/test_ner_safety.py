@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_CKPT
-from helpers import run_script, run_script_cases
+from helpers import run_script
 from test_ner import ner_args, read_results, slice_data
 
 from bert_tf.errors import UserInputError
@@ -21,14 +21,20 @@ from bert_tf.tasks.ner import feature_cache
 REORDERED = "I-PER,B-PER,O,B-LOC,I-LOC,I-ORG,B-ORG,I-MISC,B-MISC"
 
 
-def run_ner(*args):
-  result = run_script("run_ner.py", *args)
+def run_ner_in_a_process(*args):
+  return run_script("run_ner.py", *args)
+
+
+def run_ner(*args, run=run_ner_in_a_process):
+  """run_ner.py given `args`, by `run`: a process of its own, or a test's ScriptSession (its
+  run_ner commands one after another in one process)."""
+  result = run(*args)
   assert result.returncode == 0, result.stderr[-3000:]
   return result
 
 
-def one_line_error(*args):
-  result = run_script("run_ner.py", *args)
+def one_line_error(*args, run=run_ner_in_a_process):
+  result = run(*args)
   assert result.returncode != 0
   assert "Traceback" not in result.stderr
   return result.stderr
@@ -127,10 +133,12 @@ def test_the_feature_cache_recomputes_what_no_longer_matches(tmp_path, caplog):
 # ------------------------------------------------------------------------------ runs
 
 @pytest.mark.slow
-def test_a_fine_tuned_model_tags_the_same_whatever_the_order_of_labels(tmp_path):
+def test_a_fine_tuned_model_tags_the_same_whatever_the_order_of_labels(tmp_path, script_session):
+  session = script_session("run_ner.py")  # the run_ner commands below, in one process
   data = slice_data(tmp_path / "data", documents=3)
   trained = tmp_path / "trained"
-  run_ner(*ner_args(data, trained, "--do_train", "--do_predict", "--num_train_epochs=1"))
+  run_ner(*ner_args(data, trained, "--do_train", "--do_predict", "--num_train_epochs=1"),
+          run=session)
   labels = json.loads((trained / "ner_labels.json").read_text())["labels"]
   assert sorted(labels) == sorted(REORDERED.split(",")) and labels != REORDERED.split(",")
   expected = (trained / "test_predictions.txt").read_text()
@@ -138,37 +146,36 @@ def test_a_fine_tuned_model_tags_the_same_whatever_the_order_of_labels(tmp_path)
   # would be named I-PER.
   assert REORDERED.split(",").index("O") != labels.index("O")
 
-  # The four commands below, one after another in one process.
-  (trained / "test_predictions.txt").unlink()
-  other, tuned = tmp_path / "other", tmp_path / "tuned"
-  from_trained = lambda args: [a if not a.startswith("--init_checkpoint") else
-                               "--init_checkpoint=%s" % trained for a in args]
-  same_folder, new_folder, fine_tuned, other_labels = run_script_cases("run_ner.py", [
-      ner_args(data, trained, "--do_predict", "--labels=" + REORDERED),
-      from_trained(ner_args(data, other, "--do_predict", "--labels=" + REORDERED)),
-      from_trained(ner_args(data, tuned, "--do_train", "--do_predict", "--num_train_epochs=1",
-                            "--labels=" + REORDERED, "--learning_rate=0")),
-      ner_args(data, trained, "--do_eval", "--labels=O,B-PER,I-PER")])
-
   # In the training folder, --labels in another order: the model's order is used.
-  assert same_folder.returncode == 0, same_folder.stderr[-3000:]
+  (trained / "test_predictions.txt").unlink()
+  run_ner(*ner_args(data, trained, "--do_predict", "--labels=" + REORDERED), run=session)
   assert (trained / "test_predictions.txt").read_text() == expected
 
   # From its checkpoint in a new folder, predicting only: the recorded order is used.
-  assert new_folder.returncode == 0, new_folder.stderr[-3000:]
+  other = tmp_path / "other"
+  args = ner_args(data, other, "--do_predict", "--labels=" + REORDERED)
+  args = [a if not a.startswith("--init_checkpoint") else "--init_checkpoint=%s" % trained
+          for a in args]
+  run_ner(*args, run=session)
   assert (other / "test_predictions.txt").read_text() == expected
 
   # Fine-tuning from it with the labels in another order (learning rate 0: weights unchanged):
   # the head's rows are reordered, so the tags are the same.
-  assert fine_tuned.returncode == 0, fine_tuned.stderr[-3000:]
-  assert "its rows are read in this run's order %s" % REORDERED in fine_tuned.stderr
+  tuned = tmp_path / "tuned"
+  args = ner_args(data, tuned, "--do_train", "--do_predict", "--num_train_epochs=1",
+                  "--labels=" + REORDERED, "--learning_rate=0")
+  args = [a if not a.startswith("--init_checkpoint") else "--init_checkpoint=%s" % trained
+          for a in args]
+  result = run_ner(*args, run=session)
+  assert "its rows are read in this run's order %s" % REORDERED in result.stderr
   assert json.loads((tuned / "ner_labels.json").read_text())["labels"] == REORDERED.split(",")
   assert (tuned / "test_predictions.txt").read_text() == expected
 
   # Other labels than the model's: one line naming both.
-  assert other_labels.returncode != 0 and "Traceback" not in other_labels.stderr
+  stderr = one_line_error(*ner_args(data, trained, "--do_eval", "--labels=O,B-PER,I-PER"),
+                          run=session)
   assert "--labels=O,B-PER,I-PER are not the labels the model was trained on (%s" % (
-      ",".join(labels)) in other_labels.stderr
+      ",".join(labels)) in stderr
 
   # The run folder converts on its own, its labels named in id2label.
   result = run_script("convert_checkpoint.py", "--input=%s" % trained, "--to=hf",
@@ -180,7 +187,8 @@ def test_a_fine_tuned_model_tags_the_same_whatever_the_order_of_labels(tmp_path)
 
 
 @pytest.mark.slow
-def test_the_feature_based_tagger_checks_what_it_reads(tmp_path):
+def test_the_feature_based_tagger_checks_what_it_reads(tmp_path, script_session):
+  session = script_session("run_ner.py")  # the run_ner commands below, in one process
   data = slice_data(tmp_path / "data", documents=3)
   # One 500-word sentence (no blank lines) in the training file: twice the length that is
   # warned about (the BiLSTM reads it in one pass, a step per word, forward and backward).
@@ -189,7 +197,7 @@ def test_the_feature_based_tagger_checks_what_it_reads(tmp_path):
   out = tmp_path / "out"
   common = ner_args(data, out, "--approach=feature_based", "--features=last_hidden",
                     "--lstm_units=8", "--num_train_epochs=1")
-  result = run_ner(*common, "--do_train", "--do_eval", "--do_predict")
+  result = run_ner(*common, "--do_train", "--do_eval", "--do_predict", run=session)
   assert "a sentence of 500 words" in result.stderr
   assert "train.txt line" in result.stderr
   record = json.loads((out / "feature_based_last_hidden.json").read_text())
@@ -201,7 +209,7 @@ def test_the_feature_based_tagger_checks_what_it_reads(tmp_path):
 
   # --labels in another order reads the tagger in its own order: the same tags.
   (out / "eval_predictions.txt").unlink()
-  run_ner(*common, "--do_eval", "--labels=" + ",".join(labels[::-1]))
+  run_ner(*common, "--do_eval", "--labels=" + ",".join(labels[::-1]), run=session)
   assert (out / "eval_predictions.txt").read_text() == expected["eval_predictions.txt"]
 
   # Cached features swapped in from the training split, or cut short: computed again.
@@ -211,19 +219,7 @@ def test_the_feature_based_tagger_checks_what_it_reads(tmp_path):
   shutil.copy(train_cache, cache)
   with open(test_cache, "r+b") as f:
     f.truncate(os.path.getsize(test_cache) // 2)
-  other_ckpt = tmp_path / "ckpt"  # for the last check below
-  shutil.copytree(os.path.dirname(TINY_CKPT), other_ckpt)
-  from bert_tf import checkpoints
-  _, variables = checkpoints.read_variables(TINY_CKPT)
-  variables["bert/pooler/dense/bias"] = variables["bert/pooler/dense/bias"] + 1
-  checkpoints.save_checkpoint(other_ckpt / "bert_model.ckpt", extra=variables)
-  args = [a if not a.startswith("--init_checkpoint") else
-          "--init_checkpoint=%s" % (other_ckpt / "bert_model.ckpt") for a in common]
-  # The three commands one after another in one process.
-  result, other_units, other_checkpoint = run_script_cases("run_ner.py", [
-      [*common, "--do_eval", "--do_predict"], [*common, "--do_eval", "--lstm_units=16"],
-      [*args, "--do_eval"]])
-  assert result.returncode == 0, result.stderr[-3000:]
+  result = run_ner(*common, "--do_eval", "--do_predict", run=session)
   assert "%s are not used: the file changed after it was written" % cache in result.stderr
   assert "%s are not used" % test_cache in result.stderr
   for name, text in expected.items():
@@ -231,10 +227,18 @@ def test_the_feature_based_tagger_checks_what_it_reads(tmp_path):
   assert read_results(out / "eval_results.txt") == results
 
   # Another --lstm_units or checkpoint than the tagger was trained with: one line each.
-  for error in (other_units, other_checkpoint):
-    assert error.returncode != 0 and "Traceback" not in error.stderr
-  assert "was trained with --lstm_units=8; this run gives --lstm_units=16" in other_units.stderr
-  assert "was trained on the features of another BERT checkpoint" in other_checkpoint.stderr
+  stderr = one_line_error(*common, "--do_eval", "--lstm_units=16", run=session)
+  assert "was trained with --lstm_units=8; this run gives --lstm_units=16" in stderr
+  other_ckpt = tmp_path / "ckpt"
+  shutil.copytree(os.path.dirname(TINY_CKPT), other_ckpt)
+  from bert_tf import checkpoints
+  _, variables = checkpoints.read_variables(TINY_CKPT)
+  variables["bert/pooler/dense/bias"] = variables["bert/pooler/dense/bias"] + 1
+  checkpoints.save_checkpoint(other_ckpt / "bert_model.ckpt", extra=variables)
+  args = [a if not a.startswith("--init_checkpoint") else
+          "--init_checkpoint=%s" % (other_ckpt / "bert_model.ckpt") for a in common]
+  stderr = one_line_error(*args, "--do_eval", run=session)
+  assert "was trained on the features of another BERT checkpoint" in stderr
 
 
 @pytest.mark.slow
