@@ -41,7 +41,9 @@ def _error(result):
   return "\n".join(result.stderr.splitlines()[result.stderr.splitlines().index(lines[0]):])
 
 
-def test_a_second_run_on_a_folder_in_use_stops_at_once_naming_the_first(tmp_path):
+def test_a_second_run_on_a_folder_in_use_stops_at_once_naming_the_first(tmp_path,
+                                                                         script_session):
+  run_classifier = script_session("run_classifier.py")  # the second and third runs' process
   out = tmp_path / "run"
   first = subprocess.Popen(
       [sys.executable, os.path.join(ROOT, "run_classifier.py"),
@@ -52,7 +54,7 @@ def test_a_second_run_on_a_folder_in_use_stops_at_once_naming_the_first(tmp_path
     deadline = time.time() + 120
     while not (lock.exists() and lock.read_text().strip()) and time.time() < deadline:
       time.sleep(0.2)
-    second = run_script("run_classifier.py", *_classifier_args(out, "--learning_rate=1e-3"))
+    second = run_classifier(*_classifier_args(out, "--learning_rate=1e-3"))
     message = _error(second)
     assert "is in use by pid %d on host" % first.pid in message
     assert "run_classifier.py" in message and "started " in message
@@ -61,25 +63,25 @@ def test_a_second_run_on_a_folder_in_use_stops_at_once_naming_the_first(tmp_path
     first.kill()
     first.wait()
   # A killed run's lock does not block the next one.
-  third = run_script("run_classifier.py", *_classifier_args(out, "--num_train_epochs=1"))
+  third = run_classifier(*_classifier_args(out, "--num_train_epochs=1"))
   assert third.returncode == 0, third.stderr[-2000:]
 
 
-def test_resume_with_changed_settings_says_what_changed(finished_run, tmp_path):
+def test_resume_with_changed_settings_says_what_changed(finished_run, tmp_path, script_session):
+  run_classifier = script_session("run_classifier.py")  # the commands below, in one process
   out = tmp_path / "run"
   shutil.copytree(finished_run, out)
-  dropout = tmp_path / "bert_config.json"
-  dropout.write_text(open(TINY_CONFIG).read().replace('"hidden_dropout_prob": 0.1',
-                                                      '"hidden_dropout_prob": 0.2'))
-  # The three commands one after another in one process.
-  smaller, changed, more = run_script_cases("run_classifier.py", [
-      _classifier_args(out, "--train_batch_size=2"), _classifier_args(out, config=str(dropout)),
-      _classifier_args(out, "--num_train_epochs=2")])
+  smaller = run_classifier(*_classifier_args(out, "--train_batch_size=2"))
   message = _error(smaller)
   assert "holds a training state made with other settings" in message
   assert "train_batch_size: 4 when the state was saved, 2 now" in message
   assert "Traceback" not in smaller.stderr
+  dropout = tmp_path / "bert_config.json"
+  dropout.write_text(open(TINY_CONFIG).read().replace('"hidden_dropout_prob": 0.1',
+                                                      '"hidden_dropout_prob": 0.2'))
+  changed = run_classifier(*_classifier_args(out, config=str(dropout)))
   assert "bert_config:" in _error(changed)
+  more = run_classifier(*_classifier_args(out, "--num_train_epochs=2"))
   assert more.returncode == 0, more.stderr[-2000:]
   assert "num_train_epochs changed from 1.0 to 2.0" in more.stderr
   assert "Resumed from" in more.stderr
@@ -168,14 +170,15 @@ def test_squad_file_with_a_duplicated_question_id_is_refused(tmp_path):
     squad.read_squad_examples(str(path), is_training=False)
 
 
-def test_rerunning_a_finished_command_keeps_or_replaces_its_own_export(tmp_path):
+def test_rerunning_a_finished_command_keeps_or_replaces_its_own_export(tmp_path, script_session):
+  run_classifier = script_session("run_classifier.py")  # the commands below, in one process
   out, exp = tmp_path / "run", tmp_path / "exp"
-  first = run_script("run_classifier.py", *_classifier_args(out, "--export_dir=%s" % exp))
+  first = run_classifier(*_classifier_args(out, "--export_dir=%s" % exp))
   assert first.returncode == 0, first.stderr[-3000:]
   assert "Exported a SavedModel to %s" % exp in first.stderr
   saved = (exp / "saved_model.pb").read_bytes()
   # The same command again: training is done, the export is this run's from the same step.
-  again = run_script("run_classifier.py", *_classifier_args(out, "--export_dir=%s" % exp))
+  again = run_classifier(*_classifier_args(out, "--export_dir=%s" % exp))
   assert again.returncode == 0, again.stderr[-3000:]
   assert "Kept the SavedModel in %s: this run exported it from the same weights" % exp in (
       again.stderr)
@@ -183,13 +186,13 @@ def test_rerunning_a_finished_command_keeps_or_replaces_its_own_export(tmp_path)
   assert not [p for p in tmp_path.iterdir() if ".replaced-" in p.name]
   # Another run folder may not write over it, unless told to: nothing runs before that.
   other = tmp_path / "other"
-  export_only = [a for a in _classifier_args(other, "--export_dir=%s" % exp, "--overwrite_export")
-                 if a != "--do_train"]
-  refused, replaced = run_script_cases("run_classifier.py", [
-      _classifier_args(other, "--export_dir=%s" % exp), export_only])
+  refused = run_classifier(*_classifier_args(other, "--export_dir=%s" % exp))
   assert ("Export folder %s already exists and is not empty; choose another --export_dir, or "
           "pass --overwrite_export to replace it." % exp) in _error(refused)
   assert not other.exists() or not list(other.glob("*.tf_record"))
+  export_only = [a for a in _classifier_args(other, "--export_dir=%s" % exp, "--overwrite_export")
+                 if a != "--do_train"]
+  replaced = run_classifier(*export_only)
   assert replaced.returncode == 0, replaced.stderr[-3000:]
   assert (exp / "saved_model.pb").exists()
   assert not [p for p in tmp_path.iterdir() if ".replaced-" in p.name]
