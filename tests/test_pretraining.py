@@ -125,15 +125,12 @@ def test_eval_metrics_match_the_original_metric_fn(tmp_path):
 
 
 @pytest.mark.slow
-def test_train_eval_and_google_layout_outputs(seq64_data, tmp_path):
+def test_train_eval_and_google_layout_outputs(seq64_data, tmp_path, script_session):
+  run_pretraining = script_session("run_pretraining.py")  # both commands, in one process
   out = tmp_path / "run"
-  # The run, then the same command again (below), one after another in one process.
-  result, again = run_script_cases("run_pretraining.py", [
-      _pretrain_args(seq64_data, out, "--do_train", "--do_eval", "--train_batch_size=8",
-                     "--num_train_steps=4", "--save_checkpoints_steps=2", "--max_eval_steps=3",
-                     "--eval_batch_size=4"),
-      _pretrain_args(seq64_data, out, "--do_train", "--train_batch_size=8",
-                     "--num_train_steps=4", "--save_checkpoints_steps=2")])
+  result = run_pretraining(*_pretrain_args(
+      seq64_data, out, "--do_train", "--do_eval", "--train_batch_size=8", "--num_train_steps=4",
+      "--save_checkpoints_steps=2", "--max_eval_steps=3", "--eval_batch_size=4"))
   assert result.returncode == 0, result.stderr
   assert "train: 4/4 steps" in result.stderr
   lines = (out / "eval_results.txt").read_text().splitlines()
@@ -148,16 +145,24 @@ def test_train_eval_and_google_layout_outputs(seq64_data, tmp_path):
   assert len([n for n in exported if not n.endswith(("adam_m", "adam_v"))]) == 46 + 1
   assert list(out.glob("events.out.tfevents.*"))
   # A finished run given the same command again does nothing and changes nothing.
+  again = run_pretraining(*_pretrain_args(
+      seq64_data, out, "--do_train", "--train_batch_size=8", "--num_train_steps=4",
+      "--save_checkpoints_steps=2"))
   assert again.returncode == 0 and "nothing to do" in again.stderr
 
 
 @pytest.mark.slow
-def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path):
+def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path, script_session):
   # Dropout on (the tiny config's 0.1): the masks after the restart must be the ones an
   # uninterrupted run draws, so the seed states are part of the training state.
   args = ["--do_train", "--train_batch_size=4", "--num_train_steps=10",
           "--save_checkpoints_steps=2",
           "--bert_config_file=%s" % TINY_CONFIG]
+  # This run and the restart below share a process; the killed run has its own.
+  session = script_session("run_pretraining.py")
+  straight = tmp_path / "straight"
+  assert session(*_pretrain_args(seq64_data, straight, *args)).returncode == 0
+
   killed = tmp_path / "killed"
   command = [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
              *_pretrain_args(seq64_data, killed, *args)]
@@ -169,12 +174,7 @@ def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path):
   process.send_signal(signal.SIGKILL)
   process.wait()
   assert not (killed / "model.ckpt-10.index").exists()
-  # The uninterrupted run, then the killed command again (the restart), one after another in
-  # one process.
-  straight = tmp_path / "straight"
-  result, resumed = run_script_cases("run_pretraining.py", [
-      _pretrain_args(seq64_data, straight, *args), command[2:]])
-  assert result.returncode == 0, result.stderr[-3000:]
+  resumed = session(*command[2:])
   assert resumed.returncode == 0, resumed.stderr
   assert "Resumed from" in resumed.stderr
   _assert_same_weights(str(straight / "model.ckpt-10"), str(killed / "model.ckpt-10"), atol=1e-6)
@@ -297,41 +297,46 @@ def test_a_record_file_cut_short_is_found_up_front_with_its_byte_offset(tmp_path
 
 
 @pytest.mark.slow
-def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path):
+def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path, script_session):
+  run_pretraining = script_session("run_pretraining.py")  # the six commands, in one process
   out = tmp_path / "bad"
   base = ["--do_train", "--train_batch_size=4", "--num_train_steps=2"]
+  result = run_pretraining(*_pretrain_args(str(tmp_path / "none*.tfrecord"), out, *base))
+  assert result.returncode == 2 and "No file matches --input_file" in result.stderr
+
   empty = tmp_path / "empty.tfrecord"
   empty.write_bytes(b"")
+  result = run_pretraining(*_pretrain_args(str(empty), out, *base))
+  assert result.returncode == 2 and "empty.tfrecord has no records" in result.stderr
+
   first = seq64_data.split(",")[0]
-  shorter = [a for a in _pretrain_args(first, out, *base)
-             if not a.startswith("--max_seq_length")] + ["--max_seq_length=32"]
+  args = _pretrain_args(first, out, *base)
+  args = [a for a in args if not a.startswith("--max_seq_length")] + ["--max_seq_length=32"]
+  result = run_pretraining(*args)
+  assert result.returncode == 2
+  assert "feature input_ids has length 64, expected 32" in result.stderr
+
   cut = tmp_path / "cut.tfrecord"
   cut.write_bytes(open(first, "rb").read()[:-100])  # an interrupted copy
+  result = run_pretraining(*_pretrain_args(str(cut), out, *base))
+  assert result.returncode == 2 and "cut.tfrecord is cut short: record" in result.stderr
+  assert "Traceback" not in result.stderr
+
   corrupt = tmp_path / "corrupt.tfrecord"
   data = bytearray(open(first, "rb").read())
   data[30:60] = b"\xff" * 30
   corrupt.write_bytes(bytes(data))
+  result = run_pretraining(*_pretrain_args(str(corrupt), out, *base))
+  assert result.returncode == 2 and "corrupt.tfrecord" in result.stderr
+
   wide = tmp_path / "wide_config.json"
   config = json.loads(open(NODROPOUT_CONFIG).read())
   config["hidden_size"] = 64
   wide.write_text(json.dumps(config))
-  wider = [a for a in _pretrain_args(first, out, *base)
-           if not a.startswith("--bert_config_file")] + ["--bert_config_file=%s" % wide]
-  # Each command line a run of its own, one after another in one process.
-  no_match, no_records, short, cut_short, corrupted, mismatch = run_script_cases(
-      "run_pretraining.py", [_pretrain_args(str(tmp_path / "none*.tfrecord"), out, *base),
-                             _pretrain_args(str(empty), out, *base), shorter,
-                             _pretrain_args(str(cut), out, *base),
-                             _pretrain_args(str(corrupt), out, *base), wider])
-  assert no_match.returncode == 2 and "No file matches --input_file" in no_match.stderr
-  assert no_records.returncode == 2 and "empty.tfrecord has no records" in no_records.stderr
-  assert short.returncode == 2
-  assert "feature input_ids has length 64, expected 32" in short.stderr
-  assert cut_short.returncode == 2 and "cut.tfrecord is cut short: record" in cut_short.stderr
-  assert "Traceback" not in cut_short.stderr
-  assert corrupted.returncode == 2 and "corrupt.tfrecord" in corrupted.stderr
-  assert mismatch.returncode == 2 and "does not match the model" in mismatch.stderr
-  assert "shape mismatch" in mismatch.stderr and "Traceback" not in mismatch.stderr
+  args = [a for a in _pretrain_args(first, out, *base) if not a.startswith("--bert_config_file")]
+  result = run_pretraining(*args, "--bert_config_file=%s" % wide)
+  assert result.returncode == 2 and "does not match the model" in result.stderr
+  assert "shape mismatch" in result.stderr and "Traceback" not in result.stderr
   assert not list(out.glob("model.ckpt-*")) and not (out / "training_state").exists()
 
 

@@ -13,7 +13,6 @@ import pytest
 import tensorflow as tf
 
 from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
-from helpers import run_script_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.slow
@@ -48,17 +47,12 @@ def _swag(tmp_path, output_dir):
           "--train_batch_size=4", "--num_train_epochs=3"]
 
 
-def _script_args(make_args, tmp_path, output_dir):
-  script, *args = make_args(tmp_path, output_dir)
-  return script, [*args, "--do_train", "--vocab_file=%s" % VOCAB_UNCASED,
-                  "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
-                  "--save_checkpoints_steps=8", "--iterations_per_loop=1",
-                  "--output_dir=%s" % output_dir]
-
-
 def _command(make_args, tmp_path, output_dir):
-  script, args = _script_args(make_args, tmp_path, output_dir)
-  return [sys.executable, os.path.join(ROOT, script), *args]
+  script, *args = make_args(tmp_path, output_dir)
+  return [sys.executable, os.path.join(ROOT, script), *args, "--do_train",
+          "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
+          "--init_checkpoint=%s" % TINY_CKPT, "--save_checkpoints_steps=8",
+          "--iterations_per_loop=1", "--output_dir=%s" % output_dir]
 
 
 def _weights(prefix):
@@ -89,29 +83,30 @@ def _stop_at_step(command, at_step, signum):
                                               (_swag, signal.SIGINT)],
                          ids=["classifier-SIGTERM", "squad-SIGTERM", "swag-SIGINT"])
 def test_stopped_by_a_signal_then_rerun_ends_with_the_uninterrupted_weights(
-    make_args, signum, tmp_path):
+    make_args, signum, tmp_path, script_session):
   assert _dropout_is_on()  # the point of the test: dropout masks must continue exactly
+  straight = tmp_path / "straight"
+  script, *args = _command(make_args, tmp_path, straight)[1:]
+  # This run and the rerun below share a process; the stopped run has its own.
+  session = script_session(os.path.basename(script))
+  result = session(*args)
+  assert result.returncode == 0, result.stderr
+  want = _final_weights(straight)
+  final_step = int(want["global_step"])
+
   stopped = tmp_path / "stopped"
-  code, stderr = _stop_at_step(_command(make_args, tmp_path, stopped), 3, signum)
+  command = _command(make_args, tmp_path, stopped)
+  code, stderr = _stop_at_step(command, 3, signum)
   name = signal.Signals(signum).name
   assert code == 128 + signum, stderr[-3000:]
   match = re.search(r"stopped: preempted by %s after step (\d+)" % name, stderr)
   assert match, stderr[-3000:]
   step = int(match.group(1))
+  assert 3 <= step < final_step and step % 8 != 0  # saved at a step that is not a save step
   assert (stopped / "training_state" / ("ckpt-%d.index" % step)).exists()
   assert "Traceback" not in stderr
 
-  # The uninterrupted run, then the stopped command again (the rerun), one after another in
-  # one process.
-  straight = tmp_path / "straight"
-  script, straight_args = _script_args(make_args, tmp_path, straight)
-  result, resumed = run_script_cases(script, [straight_args,
-                                              _script_args(make_args, tmp_path, stopped)[1]])
-  assert result.returncode == 0, result.stderr
-  want = _final_weights(straight)
-  final_step = int(want["global_step"])
-  assert 3 <= step < final_step and step % 8 != 0  # saved at a step that is not a save step
-
+  resumed = session(*command[2:])
   assert resumed.returncode == 0, resumed.stderr
   assert re.search(r"Resumed from \S+ckpt-%d at step %d" % (step, step), resumed.stderr)
   got = _final_weights(stopped)
