@@ -83,17 +83,19 @@ def pretraining_model(config):
   return encoder, mlm, nsp
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def script_session():
-  """script_session(script): a helpers.ScriptSession of this checkout's `script` for the test
-  (its command lines, run one at a time when called, share one process), closed after it."""
+  """script_session(script): the helpers.ScriptSession of this checkout's `script` for the tests
+  of a module (their command lines of the script, each run when called, share one process
+  instead of starting Python and TensorFlow each), closed after the module."""
   from helpers import ScriptSession
-  sessions = []
+  sessions = {}
 
-  def start(script):
-    sessions.append(ScriptSession(script))
-    return sessions[-1]
+  def session(script):
+    if script not in sessions:
+      sessions[script] = ScriptSession(script)
+    return sessions[script]
 
-  yield start
-  for session in sessions:
-    session.close()
+  yield session
+  for started in sessions.values():
+    started.close()

@@ -173,29 +173,37 @@ class ScriptSession:
   """One process that runs command lines of `script` (of this checkout) as run_script would,
   one at a time, when called: session(*args) -> subprocess.CompletedProcess, with the exit
   code and output of that command line alone (see _SCRIPT_CASES). Between calls the test reads
-  and changes files as between processes; TensorFlow is imported once. A context manager."""
+  and changes files as between processes; TensorFlow is imported once. A call whose process
+  ended or hung fails; the next call starts a new process. A context manager."""
 
   def __init__(self, script, timeout=600):
+    self.script, self.timeout = script, timeout
+    self.process = None
+    self._start()  # importing while the caller prepares its first command line
+
+  def _start(self):
     import queue
     import tempfile
-    self.script, self.timeout = script, timeout
     self.folder = tempfile.mkdtemp(prefix="script_session_")
-    self.log = open(os.path.join(self.folder, "driver.log"), "w+")
+    self.log = open(os.path.join(self.folder, "driver.log"), "w")
     self.process = subprocess.Popen(
-        [sys.executable, "-c", _SCRIPT_CASES, ROOT, script, self.folder, _DONE], cwd=ROOT,
+        [sys.executable, "-c", _SCRIPT_CASES, ROOT, self.script, self.folder, _DONE], cwd=ROOT,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
     self.answers = queue.Queue()
-    threading.Thread(target=self._read, daemon=True).start()
+    threading.Thread(target=self._read, args=(self.process, self.answers), daemon=True).start()
 
-  def _read(self):
-    for line in self.process.stdout:
+  @staticmethod
+  def _read(process, answers):
+    for line in process.stdout:
       if line.startswith(_DONE):
-        self.answers.put(json.loads(line[len(_DONE):]))
-    self.answers.put(None)  # the driver ended
+        answers.put(json.loads(line[len(_DONE):]))
+    answers.put(None)  # the driver ended
 
   def __call__(self, *args):
     import queue
     args = [str(a) for a in args]
+    if self.process is None:
+      self._start()
     try:
       self.process.stdin.write(json.dumps(args) + "\n")
       self.process.stdin.flush()
@@ -215,12 +223,15 @@ class ScriptSession:
 
   def close(self):
     import shutil
+    if self.process is None:
+      return
     try:
       self.process.stdin.close()  # the driver ends after its last command line
       self.process.wait(timeout=60)
     except (BrokenPipeError, subprocess.TimeoutExpired):
       self.process.kill()
       self.process.wait()
+    self.process = None
     self.log.close()
     shutil.rmtree(self.folder, ignore_errors=True)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
-from helpers import ROOT, run_script, run_script_cases, run_serving_script
+from helpers import ROOT, run_script, run_serving_script
 
 from bert_tf import tokenization
 from bert_tf.tasks import ner
@@ -146,7 +146,7 @@ def check_prediction_file(path, data_file, labels):
 
 @pytest.mark.slow
 def test_fine_tuning_end_to_end_with_resume_and_export(tmp_path, script_session):
-  run_ner = script_session("run_ner.py")  # the run_ner commands below, in one process
+  run_ner = script_session("run_ner.py")  # the module's run_ner process
   data = slice_data(tmp_path / "data")
   out = tmp_path / "out"
   export_dir = tmp_path / "export"
@@ -266,7 +266,7 @@ def test_export_tags_windows_like_the_python_path(tmp_path):
 
 @pytest.mark.slow
 def test_feature_based_caches_bert_features(tmp_path, script_session):
-  run_ner = script_session("run_ner.py")  # the run_ner commands below, in one process
+  run_ner = script_session("run_ner.py")  # the module's run_ner process
   data = slice_data(tmp_path / "data")
   out = tmp_path / "out"
   common = ner_args(data, out, "--do_train", "--do_eval", "--approach=feature_based",
@@ -324,9 +324,9 @@ _BAD_INPUTS = [
 
 
 @pytest.fixture(scope="module")
-def bad_input_runs(tmp_path_factory):
+def bad_input_runs(tmp_path_factory, script_session):
   """run_ner given each case of _BAD_INPUTS, in a folder of its own (data, output), one command
-  line after another in one process: case -> result."""
+  line after another in the module's run_ner process: case -> result."""
   commands = []
   for case, extra, _ in _BAD_INPUTS:
     folder = tmp_path_factory.mktemp(case)
@@ -334,7 +334,7 @@ def bad_input_runs(tmp_path_factory):
     if case == "missing_test":
       (data / "test.txt").unlink()
     commands.append(ner_args(data, folder / "out", *extra))
-  results = run_script_cases("run_ner.py", commands)
+  results = [script_session("run_ner.py")(*command) for command in commands]
   return {case: result for (case, _, _), result in zip(_BAD_INPUTS, results)}
 
 

@@ -26,8 +26,8 @@ def run_ner_in_a_process(*args):
 
 
 def run_ner(*args, run=run_ner_in_a_process):
-  """run_ner.py given `args`, by `run`: a process of its own, or a test's ScriptSession (its
-  run_ner commands one after another in one process)."""
+  """run_ner.py given `args`, by `run`: a process of its own, or the module's ScriptSession
+  (its run_ner commands one after another in one process)."""
   result = run(*args)
   assert result.returncode == 0, result.stderr[-3000:]
   return result
@@ -134,7 +134,7 @@ def test_the_feature_cache_recomputes_what_no_longer_matches(tmp_path, caplog):
 
 @pytest.mark.slow
 def test_a_fine_tuned_model_tags_the_same_whatever_the_order_of_labels(tmp_path, script_session):
-  session = script_session("run_ner.py")  # the run_ner commands below, in one process
+  session = script_session("run_ner.py")  # the module's run_ner process
   data = slice_data(tmp_path / "data", documents=3)
   trained = tmp_path / "trained"
   run_ner(*ner_args(data, trained, "--do_train", "--do_predict", "--num_train_epochs=1"),
@@ -188,7 +188,7 @@ def test_a_fine_tuned_model_tags_the_same_whatever_the_order_of_labels(tmp_path,
 
 @pytest.mark.slow
 def test_the_feature_based_tagger_checks_what_it_reads(tmp_path, script_session):
-  session = script_session("run_ner.py")  # the run_ner commands below, in one process
+  session = script_session("run_ner.py")  # the module's run_ner process
   data = slice_data(tmp_path / "data", documents=3)
   # One 500-word sentence (no blank lines) in the training file: twice the length that is
   # warned about (the BiLSTM reads it in one pass, a step per word, forward and backward).
@@ -242,11 +242,11 @@ def test_the_feature_based_tagger_checks_what_it_reads(tmp_path, script_session)
 
 
 @pytest.mark.slow
-def test_evaluating_an_untagged_dev_file_is_one_line(tmp_path):
+def test_evaluating_an_untagged_dev_file_is_one_line(tmp_path, script_session):
   data = slice_data(tmp_path / "data", documents=2)
   words = [line.split(" ")[0] if line.strip() else line
            for line in (data / "dev.txt").read_text().split("\n")]
   (data / "dev.txt").write_text("\n".join(words))
   stderr = one_line_error(*ner_args(data, tmp_path / "out", "--do_eval",
-                                    "--labels=O,B-PER,I-PER"))
+                                    "--labels=O,B-PER,I-PER"), run=script_session("run_ner.py"))
   assert "dev.txt line 3 has no tag column; --do_eval needs `word ... tag` lines" in stderr

@@ -19,7 +19,6 @@ from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import PretrainingTask
 from conftest import (FIXTURES, FLOAT32_EPS, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED,
                       assert_float32_close)
-from helpers import run_script_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
@@ -64,17 +63,18 @@ def _logged_losses(stderr):
 
 
 @pytest.fixture(scope="module")
-def three_step_runs(seq64_data, tmp_path_factory):
+def three_step_runs(seq64_data, tmp_path_factory, script_session):
   """The float32 run of _THREE_STEPS ("") and the same run with each flag compared with it
-  (gradient accumulation, half precision, XLA, LAMB), one after another in one process:
-  flag -> (output dir, result). Mirrored splits the CPU before TensorFlow starts, so it
-  runs in a process of its own."""
+  (gradient accumulation, half precision, XLA, LAMB), one after another in the module's
+  run_pretraining process: flag -> (output dir, result). Mirrored splits the CPU before
+  TensorFlow starts, so it runs in a process of its own."""
   folder = tmp_path_factory.mktemp("three_steps")
   flags = ["", "--gradient_accumulation_steps=2", *_FLAG_TOLERANCE]
   outs = [folder / ("run_%d" % index) for index in range(len(flags))]
-  results = run_script_cases("run_pretraining.py", [
-      _pretrain_args(seq64_data, out, *_THREE_STEPS, *([flag] if flag else []))
-      for flag, out in zip(flags, outs)])
+  run_pretraining = script_session("run_pretraining.py")
+  results = [run_pretraining(*_pretrain_args(seq64_data, out, *_THREE_STEPS,
+                                             *([flag] if flag else [])))
+             for flag, out in zip(flags, outs)]
   return {flag: (out, result) for flag, out, result in zip(flags, outs, results)}
 
 
@@ -126,7 +126,7 @@ def test_eval_metrics_match_the_original_metric_fn(tmp_path):
 
 @pytest.mark.slow
 def test_train_eval_and_google_layout_outputs(seq64_data, tmp_path, script_session):
-  run_pretraining = script_session("run_pretraining.py")  # both commands, in one process
+  run_pretraining = script_session("run_pretraining.py")  # the module's process of the script
   out = tmp_path / "run"
   result = run_pretraining(*_pretrain_args(
       seq64_data, out, "--do_train", "--do_eval", "--train_batch_size=8", "--num_train_steps=4",
@@ -158,7 +158,8 @@ def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path, sc
   args = ["--do_train", "--train_batch_size=4", "--num_train_steps=10",
           "--save_checkpoints_steps=2",
           "--bert_config_file=%s" % TINY_CONFIG]
-  # This run and the restart below share a process; the killed run has its own.
+  # This run and the restart below: the module's process of the script; the killed run has
+  # its own.
   session = script_session("run_pretraining.py")
   straight = tmp_path / "straight"
   assert session(*_pretrain_args(seq64_data, straight, *args)).returncode == 0
@@ -298,7 +299,7 @@ def test_a_record_file_cut_short_is_found_up_front_with_its_byte_offset(tmp_path
 
 @pytest.mark.slow
 def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path, script_session):
-  run_pretraining = script_session("run_pretraining.py")  # the six commands, in one process
+  run_pretraining = script_session("run_pretraining.py")  # the module's process of the script
   out = tmp_path / "bad"
   base = ["--do_train", "--train_batch_size=4", "--num_train_steps=2"]
   result = run_pretraining(*_pretrain_args(str(tmp_path / "none*.tfrecord"), out, *base))

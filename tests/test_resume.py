@@ -87,7 +87,8 @@ def test_stopped_by_a_signal_then_rerun_ends_with_the_uninterrupted_weights(
   assert _dropout_is_on()  # the point of the test: dropout masks must continue exactly
   straight = tmp_path / "straight"
   script, *args = _command(make_args, tmp_path, straight)[1:]
-  # This run and the rerun below share a process; the stopped run has its own.
+  # This run and the rerun below: the module's process of the script; the stopped run has its
+  # own.
   session = script_session(os.path.basename(script))
   result = session(*args)
   assert result.returncode == 0, result.stderr

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, TINY_DIR, VOCAB_UNCASED
-from helpers import ROOT, damaged_copy, run_script, run_script_cases
+from helpers import ROOT, damaged_copy, run_script_cases
 
 pytestmark = pytest.mark.slow
 
@@ -26,11 +26,11 @@ def _classifier_args(output_dir, *extra, config=TINY_CONFIG, init=TINY_CKPT):
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
+def finished_run(tmp_path_factory, script_session):
   """The output folder of one finished run of _classifier_args (one epoch, a save every step),
   which the tests below copy and then resume in their own ways."""
   out = tmp_path_factory.mktemp("finished") / "run"
-  result = run_script("run_classifier.py", *_classifier_args(out))
+  result = script_session("run_classifier.py")(*_classifier_args(out))
   assert result.returncode == 0, result.stderr[-3000:]
   return out
 
@@ -43,7 +43,7 @@ def _error(result):
 
 def test_a_second_run_on_a_folder_in_use_stops_at_once_naming_the_first(tmp_path,
                                                                          script_session):
-  run_classifier = script_session("run_classifier.py")  # the second and third runs' process
+  run_classifier = script_session("run_classifier.py")  # the module's run_classifier process
   out = tmp_path / "run"
   first = subprocess.Popen(
       [sys.executable, os.path.join(ROOT, "run_classifier.py"),
@@ -68,7 +68,7 @@ def test_a_second_run_on_a_folder_in_use_stops_at_once_naming_the_first(tmp_path
 
 
 def test_resume_with_changed_settings_says_what_changed(finished_run, tmp_path, script_session):
-  run_classifier = script_session("run_classifier.py")  # the commands below, in one process
+  run_classifier = script_session("run_classifier.py")  # the module's run_classifier process
   out = tmp_path / "run"
   shutil.copytree(finished_run, out)
   smaller = run_classifier(*_classifier_args(out, "--train_batch_size=2"))
@@ -110,9 +110,10 @@ def _damaged_init_commands(tmp_path, prefix):
 
 
 @pytest.fixture(scope="module")
-def damaged_init_runs(tmp_path_factory):
+def damaged_init_runs(tmp_path_factory, script_session):
   """Each script of _damaged_init_commands given a truncated and a bit-flipped copy of the tiny
-  release, in a folder per damage; one process per script runs its two command lines.
+  release, in a folder per damage; one process per script runs its two command lines (the
+  module's run_classifier process for run_classifier.py).
   damage -> (folder, checkpoint prefix, {script: result})."""
   runs = {}
   for how in _DAMAGES:
@@ -123,7 +124,10 @@ def damaged_init_runs(tmp_path_factory):
   commands = {how: _damaged_init_commands(folder, prefix) for how, (folder, prefix, _) in
               runs.items()}
   for script in commands[_DAMAGES[0]]:
-    results = run_script_cases(script, [commands[how][script] for how in _DAMAGES])
+    if script == "run_classifier.py":
+      results = [script_session(script)(*commands[how][script]) for how in _DAMAGES]
+    else:
+      results = run_script_cases(script, [commands[how][script] for how in _DAMAGES])
     for how, result in zip(_DAMAGES, results):
       runs[how][2][script] = result
   return runs
@@ -141,7 +145,8 @@ def test_damaged_init_checkpoint_is_one_line_before_any_work(damaged_init_runs, 
   assert not (tmp_path / "hf").exists() and not (tmp_path / "hub").exists()
 
 
-def test_damaged_latest_training_state_falls_back_to_the_previous_one(finished_run, tmp_path):
+def test_damaged_latest_training_state_falls_back_to_the_previous_one(finished_run, tmp_path,
+                                                                      script_session):
   out = tmp_path / "run"
   shutil.copytree(finished_run, out)
   state = out / "training_state"
@@ -150,7 +155,7 @@ def test_damaged_latest_training_state_falls_back_to_the_previous_one(finished_r
   data = tf.io.gfile.glob(latest + ".data-*")[0]
   with open(data, "r+b") as f:
     f.truncate(os.path.getsize(data) // 2)
-  again = run_script("run_classifier.py", *_classifier_args(out, "--num_train_epochs=2"))
+  again = script_session("run_classifier.py")(*_classifier_args(out, "--num_train_epochs=2"))
   assert again.returncode == 0, again.stderr[-2000:]
   assert "ckpt-%d is damaged" % step in again.stderr
   assert "Resumed from %s at step %d" % (str(state / ("ckpt-%d" % (step - 1))), step - 1) in (
@@ -171,7 +176,7 @@ def test_squad_file_with_a_duplicated_question_id_is_refused(tmp_path):
 
 
 def test_rerunning_a_finished_command_keeps_or_replaces_its_own_export(tmp_path, script_session):
-  run_classifier = script_session("run_classifier.py")  # the commands below, in one process
+  run_classifier = script_session("run_classifier.py")  # the module's run_classifier process
   out, exp = tmp_path / "run", tmp_path / "exp"
   first = run_classifier(*_classifier_args(out, "--export_dir=%s" % exp))
   assert first.returncode == 0, first.stderr[-3000:]
