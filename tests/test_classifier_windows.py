@@ -137,6 +137,44 @@ def test_in_graph_pooling_is_per_row(pooling, graph_tokenizer):
   assert counts.tolist() == [4, 1, 9]
 
 
+def test_empty_text_a_beside_a_long_text_b_answers_as_the_runner(tokenizer, graph_tokenizer):
+  """Issue 38 case 12: a text_a with no pieces (empty, or control characters only) beside a
+  text_b that fills the room left text_a 0 pieces a window and the export's windows divided by
+  zero, failing the whole batch; run_classifier packs such a row as one window
+  `[CLS] [SEP] b [SEP]`. The export answers it, and the normal row beside it, as the runner."""
+  long_b = " ".join(["word"] * 30)
+  texts_a = [LETTERS, "", "\x07\u200b", "a b"]
+  texts_b = ["x y z", long_b, long_b, long_b]
+  assert tokenizer.tokenize(texts_a[2]) == []
+  seq, stride = 12, 3
+
+  def logits_of(features):  # a window's "logits": its pieces' id sum and its text_b length
+    ids = tf.cast(features["input_word_ids"], tf.float32)
+    return tf.stack([tf.reduce_sum(ids, 1), tf.reduce_sum(
+        tf.cast(features["input_type_ids"], tf.float32), 1)], axis=1)
+
+  expected, counts = [], []
+  for a, b in zip(texts_a, texts_b):
+    features = _windows(tokenizer, a, b, seq, stride)
+    expected += [f[:3] for f in features]
+    counts.append(len(features))
+  assert counts == [3, 1, 1, 1]  # the empty rows: one window each, as the runner writes
+  got, rows = glue_export.window_features(graph_tokenizer, tf.constant(texts_a),
+                                          tf.constant(texts_b), seq, stride)
+  got = list(zip(*(got[k].numpy().tolist() for k in ("input_word_ids", "input_mask",
+                                                     "input_type_ids"))))
+  assert [tuple(f) for f in got] == [tuple(f) for f in expected]
+  assert np.bincount(rows.numpy()).tolist() == counts
+  runner_logits = logits_of({"input_word_ids": np.array([f[0] for f in expected]),
+                             "input_type_ids": np.array([f[2] for f in expected])}).numpy()
+  for pooling in windows.POOLINGS:
+    answer = glue_export.windowed_logits(graph_tokenizer, tf.constant(texts_a),
+                                         tf.constant(texts_b), seq,
+                                         glue.WindowOptions(stride, pooling), logits_of)
+    np.testing.assert_allclose(answer.numpy(), windows.pool(runner_logits, counts, pooling),
+                               rtol=1e-6)
+
+
 def _mrpc_with_long_texts(folder):
   """The MRPC fixture plus long pairs: text_a several sentences long, one text_b long too."""
   rows = (FIXTURES / "classifier_data" / "MRPC" / "train.tsv").read_text().splitlines()

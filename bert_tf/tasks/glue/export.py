@@ -115,11 +115,15 @@ def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_leng
 
 def window_room(len_a, len_b, max_seq_length):
   """`windows.window_room` of each row, as graph ops: (pieces of text_a per window, pieces
-  of text_b kept), int64 [rows]; a row whose text_b has no pieces is a single text."""
+  of text_b kept), int64 [rows]; a row whose text_b has no pieces is a single text.
+
+  An empty text_a beside a text_b that fills the room leaves text_a 0 pieces a window; that
+  row has one empty window whatever the width, so the width is given as 1 (`doc_windows`
+  steps by it: 0 would divide by zero and fail the whole batch)."""
   room = tf.constant(max_seq_length - 3, tf.int64)
   keep_b = tf.minimum(len_b, room - tf.minimum(len_a, (room + 1) // 2))
   single = tf.equal(len_b, 0)
-  return (tf.where(single, room + 1, room - keep_b),
+  return (tf.where(single, room + 1, tf.maximum(room - keep_b, 1)),
           tf.where(single, tf.zeros_like(keep_b), keep_b))
 
 
