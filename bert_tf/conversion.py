@@ -65,9 +65,10 @@ def convert_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None
                   do_lower_case=None, strip_accents=None):
   """Google-layout checkpoint -> HF folder in output_dir.
 
-  bert_config_file and vocab_file default to the files beside the checkpoint; the casing and
-  the head's label names to what a runner recorded with it (run_folder), else
-  `guess_do_lower_case` and transformers' LABEL_i. Returns (architecture, do_lower_case).
+  bert_config_file and vocab_file default to the files beside the checkpoint; the casing, the
+  head's label names and its problem_type to what a runner recorded with it (run_folder), else
+  `guess_do_lower_case`, transformers' LABEL_i and `hf_checkpoints.problem_type`'s default.
+  Returns (architecture, do_lower_case).
   """
   output_dir = os.fspath(output_dir)
   _check_output_dir(output_dir, checkpoint)
@@ -96,6 +97,5 @@ def convert_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None
       strip_accents = recorded.get("strip_accents")
   _, architecture = hf_checkpoints.write_hf_folder(output_dir, source.variables(), config,
                                                    vocab_file, do_lower_case, strip_accents,
-                                                   source=source.path,
-                                                   labels=recorded.get("labels"))
+                                                   source=source.path, recorded=recorded)
   return architecture, do_lower_case

@@ -14,7 +14,7 @@ import struct
 
 import numpy as np
 
-from bert_tf import hf_state
+from bert_tf import hf_state, names
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 
@@ -186,17 +186,52 @@ def copy_file(src, dst):
     g.write(f.read())
 
 
+# transformers' PretrainedConfig.problem_type values (only its XxxForSequenceClassification
+# classes read it).
+REGRESSION = "regression"
+SINGLE_LABEL = "single_label_classification"
+MULTI_LABEL = "multi_label_classification"
+
+
+def problem_type(architecture, num_labels, recorded):
+  """config.json's problem_type for a sequence classifier, from what its run recorded
+  (run_folder.recorded_settings), or None.
+
+  transformers reads it for the loss it fine-tunes with and for what its text-classification
+  pipeline applies to the logits: nothing for "regression", a softmax for single-label. Left
+  out, a one-output head gets a sigmoid (an STS-B score of 0.028 would read 0.507), so a
+  regression head always says so. run_classifier records `labels` null for regression and
+  the label list for a (softmax) classification; a head kind whose rows are independent
+  labels (MULTI_LABEL) is decided here too when a run records one. With nothing recorded a
+  one-output head is regression (run_classifier's only one-output head) and a wider one is
+  left to transformers' default (a softmax, as single-label).
+  """
+  if architecture != names.HEAD_KINDS["classifier"].hf_architecture:
+    return None
+  if "labels" in recorded:
+    return REGRESSION if recorded["labels"] is None else SINGLE_LABEL
+  return REGRESSION if num_labels == 1 else None
+
+
 def write_hf_folder(folder, variables, config, vocab_file, do_lower_case, strip_accents=None,
-                    source="checkpoint", labels=None):
-  """Writes config.json, model.safetensors, vocab.txt, tokenizer_config.json (`labels`: the
-  names of a classification head's rows, for id2label).
+                    source="checkpoint", recorded=None):
+  """Writes config.json, model.safetensors, vocab.txt, tokenizer_config.json. `recorded`:
+  what the run recorded with the checkpoint (run_folder.recorded_settings): its `labels` name
+  a classification head's rows in id2label, and decide problem_type.
 
   Everything is checked before the first file is written. Returns (state, architecture).
   """
+  recorded = recorded or {}
   state, architecture, num_labels = hf_state.google_to_hf(variables, config, source)
+  labels = recorded.get("labels")
+  hf_config = config.to_hf_dict(architecture, num_labels,
+                                labels if isinstance(labels, list) else None)
+  kind = problem_type(architecture, num_labels, recorded)
+  if kind:
+    hf_config["problem_type"] = kind
   os.makedirs(folder, exist_ok=True)
   save_safetensors(state, os.path.join(folder, WEIGHTS_NAME))
-  write_json(os.path.join(folder, CONFIG_NAME), config.to_hf_dict(architecture, num_labels, labels))
+  write_json(os.path.join(folder, CONFIG_NAME), hf_config)
   write_json(os.path.join(folder, TOKENIZER_CONFIG_NAME),
              tokenizer_config(do_lower_case, strip_accents, config.max_position_embeddings))
   copy_file(vocab_file, os.path.join(folder, VOCAB_NAME))

@@ -10,7 +10,7 @@ import pytest
 from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 from helpers import run_script
 
-from bert_tf import checkpoints, conversion, head_labels, run_folder
+from bert_tf import checkpoints, conversion, head_labels, hf_checkpoints, run_folder
 from bert_tf.errors import UserInputError
 
 TRAINED = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
@@ -19,18 +19,25 @@ TRAINED = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 def run_folder_with_ner_head(folder, labels=TRAINED, settings=None):
   """A runner-like --output_dir: model.ckpt-7 (tiny encoder + a NER head whose row i holds
   the value i), its `checkpoint` state file and training_state/settings.json."""
+  return run_folder_with_head(folder, "cls/ner/", len(labels), dict({"labels": labels},
+                                                                    **(settings or {})))
+
+
+def run_folder_with_head(folder, scope, num_rows, settings):
+  """run_folder_with_ner_head's folder with the head `scope`output_weights/_bias ("" is
+  run_classifier's) of `num_rows` rows and the recorded `settings`."""
   _, variables = checkpoints.read_variables(TINY_CKPT)
   variables = {n: v for n, v in variables.items() if n.startswith("bert/")}  # the encoder
-  rows = np.arange(len(labels), dtype=np.float32)
-  variables["cls/ner/output_weights"] = np.repeat(rows[:, None], 32, axis=1)
-  variables["cls/ner/output_bias"] = rows
+  rows = np.arange(num_rows, dtype=np.float32)
+  variables[scope + "output_weights"] = np.repeat(rows[:, None], 32, axis=1)
+  variables[scope + "output_bias"] = rows
   prefix = checkpoints.save_checkpoint(folder / "model.ckpt-7", extra=variables)
   (folder / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-7"\n')
   state = folder / "training_state"
   state.mkdir()
-  recorded = {"labels": labels, "do_lower_case": True, "strip_accents": None,
+  recorded = {"do_lower_case": True, "strip_accents": None,
               "vocab_sha1": run_folder.file_digest(VOCAB_UNCASED)}
-  (state / "settings.json").write_text(json.dumps({**recorded, **(settings or {})}))
+  (state / "settings.json").write_text(json.dumps({**recorded, **settings}))
   return prefix
 
 
@@ -88,6 +95,34 @@ def test_hf_id2label_names_the_rows(tmp_path):
   view = head_labels.in_label_order(source, "ner", reordered, training=False)
   np.testing.assert_array_equal(view.get("cls/ner/output_bias"),
                                 checkpoints.open_source(prefix).get("cls/ner/output_bias")[::-1])
+
+
+def test_hf_config_says_regression_for_a_regression_head(tmp_path):
+  """Issue 38 case 6: without problem_type transformers' pipeline reads a one-output head
+  through a sigmoid (an STS-B score 0.028 became 0.507); a classification says single-label,
+  as transformers' own fine-tuning records it."""
+  written = {}
+  for name, rows, labels in (("stsb", 1, None), ("mrpc", 2, ["0", "1"])):
+    run_folder_with_head(tmp_path / name, "", rows, {"task_name": name, "labels": labels})
+    conversion.convert_to_hf(tmp_path / name, tmp_path / (name + "_hf"),
+                             bert_config_file=TINY_CONFIG, vocab_file=VOCAB_UNCASED)
+    written[name] = json.loads((tmp_path / (name + "_hf") / "config.json").read_text())
+  assert written["stsb"]["architectures"] == ["BertForSequenceClassification"]
+  assert written["stsb"]["problem_type"] == "regression"
+  assert len(written["stsb"]["id2label"]) == 1
+  assert written["mrpc"]["problem_type"] == "single_label_classification"
+  assert written["mrpc"]["id2label"] == {"0": "0", "1": "1"}
+
+
+def test_problem_type_without_a_record_and_for_other_heads():
+  decide = hf_checkpoints.problem_type
+  # Nothing recorded: one output can only be run_classifier's regression head; a wider head is
+  # left to transformers' default (softmax).
+  assert decide("BertForSequenceClassification", 1, {}) == "regression"
+  assert decide("BertForSequenceClassification", 3, {}) is None
+  # transformers reads problem_type for sequence classifiers only.
+  assert decide("BertForTokenClassification", 5, {"labels": TRAINED}) is None
+  assert decide("BertForPreTraining", None, {}) is None
 
 
 def test_conversion_takes_the_runs_casing_and_checks_its_vocab(tmp_path):
