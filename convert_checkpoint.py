@@ -8,6 +8,10 @@
   # a Hugging Face folder (config.json, model.safetensors, vocab.txt, tokenizer_config.json)
   python convert_checkpoint.py --to=hf --input=$BERT_DIR/bert_model.ckpt --output_dir=/tmp/hf_bert
 
+  # A fine-tuned run's encoder without its head (run_swag's has no Hugging Face form)
+  python convert_checkpoint.py --to=hf --input=/tmp/swag_output --output_dir=/tmp/swag_encoder \
+    --encoder_only
+
 Weights are copied bit for bit; HF's exact "gelu" becomes bert_tf's "gelu_exact" and the
 original's (tanh) "gelu" becomes HF's "gelu_new", so the converted model computes what the
 source computed. The name table is bert_tf/names.py; the conversions, bert_tf/conversion.py.
@@ -43,13 +47,17 @@ flags.DEFINE_bool("do_lower_case", None,
 flags.DEFINE_bool("strip_accents", None,
                   "--to=hf only: strip_accents for tokenizer_config.json. Default: null (strip "
                   "exactly when lower-casing, the original's behaviour).")
+flags.DEFINE_bool("encoder_only", False,
+                  "--to=hf only: write the encoder alone (BertModel), leaving out the "
+                  "checkpoint's heads, e.g. a run_swag model's, whose head has no Hugging Face "
+                  "form.")
 
 
 def main(_):
   cli.require_flags(FLAGS, "input", "output_dir", "to")
   if FLAGS.to == "google":
     stray = [n for n in ("bert_config_file", "do_lower_case", "strip_accents")
-             if FLAGS[n].value is not None]
+             if FLAGS[n].value is not None] + (["encoder_only"] if FLAGS.encoder_only else [])
     if stray:
       raise UserInputError("%s only apply to --to=hf; with --to=google the Hugging Face "
                            "folder's config.json and tokenizer_config.json are used." %
@@ -65,7 +73,7 @@ def main(_):
   else:
     architecture, do_lower_case = conversion.convert_to_hf(
         FLAGS.input, FLAGS.output_dir, FLAGS.bert_config_file, FLAGS.vocab_file,
-        FLAGS.do_lower_case, FLAGS.strip_accents)
+        FLAGS.do_lower_case, FLAGS.strip_accents, FLAGS.encoder_only)
     guessed = ""
     if FLAGS.do_lower_case is None:
       recorded = run_folder.recorded_settings(checkpoints.open_source(FLAGS.input, "google").path)

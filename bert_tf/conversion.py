@@ -5,9 +5,10 @@ writes Google's files; hf_checkpoints.py writes HF folders); this module checks 
 output folder and the vocab, and chooses the casing written for transformers.
 """
 
+import collections
 import os
 
-from bert_tf import checkpoints, checks, hf_checkpoints, run_folder, tokenization
+from bert_tf import checkpoints, checks, hf_checkpoints, hf_state, names, run_folder, tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 
@@ -61,18 +62,43 @@ def convert_to_google(hf_folder, output_dir, vocab_file=None):
   return prefix, source
 
 
+# Why a head kind of names.py has no Hugging Face form, for the message that refuses it.
+_NO_HF_FORM = {
+    "swag": ("run_swag's multiple-choice head", "transformers' BertForMultipleChoice adds a "
+             "bias to the paper's one vector"),
+}
+
+
+def check_heads_convert(source):
+  """A checkpoint holding a head no transformers class has (SWAG's) stops with that reason and
+  what does convert (its encoder, --encoder_only), not as a list of unexpected names."""
+  formless = hf_state.heads_without_hf_form(source.shapes)
+  if not formless:
+    return
+  kind = formless[0]
+  what, why = _NO_HF_FORM.get(kind, ("the %s head" % kind, "no transformers class holds it"))
+  weights = ", ".join(row.google for row in names.head_names(kind))
+  raise UserInputError("Checkpoint %s holds %s (%s), which has no Hugging Face form in this "
+                       "converter (%s); pass --encoder_only to convert its encoder alone "
+                       "(BertModel), or keep the model in Google's layout." %
+                       (source.path, what, weights, why))
+
+
 def convert_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
-                  do_lower_case=None, strip_accents=None):
+                  do_lower_case=None, strip_accents=None, encoder_only=False):
   """Google-layout checkpoint -> HF folder in output_dir.
 
   bert_config_file and vocab_file default to the files beside the checkpoint; the casing, the
   head's label names and its problem_type to what a runner recorded with it (run_folder), else
   `guess_do_lower_case`, transformers' LABEL_i and `hf_checkpoints.problem_type`'s default.
+  `encoder_only` writes the encoder (BertModel) and leaves the checkpoint's heads out.
   Returns (architecture, do_lower_case).
   """
   output_dir = os.fspath(output_dir)
   _check_output_dir(output_dir, checkpoint)
   source = checkpoints.open_source(checkpoint, kind="google")
+  if not encoder_only:
+    check_heads_convert(source)
   recorded = run_folder.recorded_settings(source.path)
   config_file = bert_config_file or source.config_file
   if not config_file or not os.path.isfile(config_file):
@@ -95,7 +121,9 @@ def convert_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None
       do_lower_case = guess_do_lower_case(source.path, vocab)
     elif strip_accents is None:
       strip_accents = recorded.get("strip_accents")
-  _, architecture = hf_checkpoints.write_hf_folder(output_dir, source.variables(), config,
+  variables = source.variables() if not encoder_only else collections.OrderedDict(
+      (name, source.get(name)) for name in sorted(source.shapes) if not names.is_head_name(name))
+  _, architecture = hf_checkpoints.write_hf_folder(output_dir, variables, config,
                                                    vocab_file, do_lower_case, strip_accents,
                                                    source=source.path, recorded=recorded)
   return architecture, do_lower_case

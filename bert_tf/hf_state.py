@@ -104,6 +104,15 @@ def _name_problems(missing, unexpected, mismatched, unexpected_label):
 
 
 
+def heads_without_hf_form(google_names):
+  """The head kinds among `google_names` that no transformers class holds (SWAG's), in the
+  table's order."""
+  present = set(google_names)
+  return [kind for kind, head in names.HEAD_KINDS.items()
+          if not all(row.hf for row in head.names) and
+          any(row.google in present for row in head.names)]
+
+
 def hf_to_google(state, config, source, architectures=()):
   """An HF state dict -> OrderedDict of Google name -> array, strictly.
 

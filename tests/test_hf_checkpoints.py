@@ -469,10 +469,10 @@ def test_bad_google_inputs_are_clear_errors(release_dir, tmp_path):
   with pytest.raises(UserInputError, match="bert_config.json does not exist; pass "
                                            "--bert_config_file"):
     conversion.convert_to_hf(prefix, tmp_path / "b")
-  swag = dict(variables, **{"cls/swag/output_weights": np.zeros((1, 32), np.float32)})
-  checkpoints.save_checkpoint(prefix, extra=swag)
+  strange = dict(variables, **{"cls/other/output_weights": np.zeros((1, 32), np.float32)})
+  checkpoints.save_checkpoint(prefix, extra=strange)
   with pytest.raises(UserInputError, match="no Hugging Face equivalent for "
-                                           "cls/swag/output_weights"):
+                                           "cls/other/output_weights"):
     conversion.convert_to_hf(prefix, tmp_path / "c", bert_config_file=TINY_CONFIG,
                                  vocab_file=VOCAB_UNCASED)
   (tmp_path / "d").mkdir()
@@ -486,30 +486,76 @@ def test_bad_google_inputs_are_clear_errors(release_dir, tmp_path):
   assert not (tmp_path / "e").exists()
 
 
+def swag_run(folder):
+  """A run_swag-like --output_dir: the tiny encoder and SWAG's one vector, its config and vocab
+  beside it."""
+  _, variables = checkpoints.read_variables(TINY_CKPT)
+  variables = {n: v for n, v in variables.items() if n.startswith("bert/")}
+  variables["cls/swag/output_weights"] = np.ones((1, 32), np.float32)
+  checkpoints.save_checkpoint(folder / "model.ckpt-3", extra=variables)
+  (folder / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-3"\n')
+  shutil.copy(TINY_CONFIG, folder / "bert_config.json")
+  shutil.copy(VOCAB_UNCASED, folder / "vocab.txt")
+  return variables
+
+
+def test_swag_head_is_refused_as_having_no_hf_form_and_its_encoder_converts(tmp_path):
+  """Issue 38 case 15: a SWAG run's head is named as having no HF form (not "check that the
+  bert_config.json belongs"), with --encoder_only as what converts; that writes its encoder."""
+  variables = swag_run(tmp_path / "swag")
+  with pytest.raises(UserInputError) as refused:
+    conversion.convert_to_hf(tmp_path / "swag", tmp_path / "hf")
+  message = str(refused.value)
+  assert "run_swag's multiple-choice head (cls/swag/output_weights)" in message
+  assert "has no Hugging Face form" in message and "pass --encoder_only" in message
+  assert "bert_config.json belongs" not in message and "\n" not in message
+  assert not (tmp_path / "hf").exists()
+  architecture, _ = conversion.convert_to_hf(tmp_path / "swag", tmp_path / "hf",
+                                             encoder_only=True)
+  assert architecture == "BertModel"
+  config = json.loads((tmp_path / "hf" / "config.json").read_text())
+  assert config["architectures"] == ["BertModel"] and "id2label" not in config
+  state = safetensors.numpy.load_file(str(tmp_path / "hf" / "model.safetensors"))
+  assert sorted(state) == sorted(hf_shapes(dict(HF_CONFIG, intermediate_size=64,
+                                                max_position_embeddings=64), heads_=()))
+  np.testing.assert_array_equal(state["encoder.layer.1.attention.self.query.weight"],
+                                variables["bert/encoder/layer_1/attention/self/query/kernel"].T)
+
+
 # ---------------------------------------------------------------------------------------------
 # The command line and a runner.
 
 
 @pytest.mark.slow
-def test_convert_checkpoint_command_both_ways(release_dir, tmp_path):
-  done = run_script("convert_checkpoint.py", "--to=hf", "--input=%s" % release_dir,
-                    "--output_dir=%s" % (tmp_path / "hf"))
+def test_convert_checkpoint_command_both_ways(release_dir, tmp_path, script_session):
+  convert = script_session("convert_checkpoint.py")
+  done = convert("--to=hf", "--input=%s" % release_dir, "--output_dir=%s" % (tmp_path / "hf"))
   assert done.returncode == 0, done.stderr
   assert "BertForPreTraining" in done.stdout and "do_lower_case=True" in done.stdout
-  done = run_script("convert_checkpoint.py", "--to=google", "--input=%s" % (tmp_path / "hf"),
-                    "--output_dir=%s" % (tmp_path / "google"))
+  done = convert("--to=google", "--input=%s" % (tmp_path / "hf"),
+                 "--output_dir=%s" % (tmp_path / "google"))
   assert done.returncode == 0, done.stderr
   assert "--do_lower_case=True" in done.stdout
   back = _read_google(str(tmp_path / "google" / "bert_model.ckpt"))
   for name, value in _read_google(TINY_CKPT).items():
     np.testing.assert_array_equal(back[name], value, err_msg=name)
-  done = run_script("convert_checkpoint.py", "--to=google", "--input=%s" % (tmp_path / "hf"),
-                    "--output_dir=%s" % (tmp_path / "google"))
+  done = convert("--to=google", "--input=%s" % (tmp_path / "hf"),
+                 "--output_dir=%s" % (tmp_path / "google"))
   assert done.returncode == 2 and "is not an empty folder" in done.stderr
   assert "Traceback" not in done.stderr
-  done = run_script("convert_checkpoint.py", "--to=google", "--do_lower_case=false",
-                    "--input=%s" % (tmp_path / "hf"), "--output_dir=%s" % (tmp_path / "x"))
+  done = convert("--to=google", "--do_lower_case=false", "--input=%s" % (tmp_path / "hf"),
+                 "--output_dir=%s" % (tmp_path / "x"))
   assert done.returncode == 2 and "--do_lower_case only apply to --to=hf" in done.stderr
+  # A SWAG run: one line saying its head has no HF form and what converts (issue 38 case 15).
+  swag_run(tmp_path / "swag")
+  done = convert("--to=hf", "--input=%s" % (tmp_path / "swag"),
+                 "--output_dir=%s" % (tmp_path / "swag_hf"))
+  assert done.returncode == 2 and "Traceback" not in done.stderr
+  (line,) = [t for t in done.stderr.splitlines() if "error" in t.lower()]
+  assert "has no Hugging Face form" in line and "pass --encoder_only" in line
+  done = convert("--to=hf", "--encoder_only", "--input=%s" % (tmp_path / "swag"),
+                 "--output_dir=%s" % (tmp_path / "swag_hf"))
+  assert done.returncode == 0 and "(BertModel)" in done.stdout, done.stderr
 
 
 @pytest.mark.slow
