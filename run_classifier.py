@@ -188,7 +188,7 @@ class ClassifierHooks(runner.TaskHooks):
     return settings
 
   def head_labels(self, run):
-    return None if self.regression else ("classifier", self.label_list, None)
+    return "classifier", glue.task_labels(self.task_name, self.label_list), None
 
   def pooled(self, split, outputs):
     """Per example, its windows' logits (regression: outputs) pooled."""

@@ -22,15 +22,54 @@ from bert_tf.errors import UserInputError
 _HF_DEFAULT_LABEL = re.compile(r"LABEL_\d+$")
 
 
+class TaskLabels(list):
+  """A run's label names (empty for regression) with the task that gives them their meaning.
+
+  Two tasks may name their labels alike and mean other things by them (MRPC's "0"/"1" say
+  paraphrase or not, SST-2's the sentiment), so a head is read by its names only when the run
+  that trained it recorded the same task, or one of `same` (task names whose labels mean the
+  same: MNLI's and XNLI's). `flag` names the run's task in messages.
+  """
+
+  def __init__(self, labels, task, same=(), flag="--task_name"):
+    super().__init__(labels or [])
+    self.task, self.flag = task, flag
+    self.same = frozenset(same) | {task}
+    self.regression = labels is None
+
+
+def _hf_config(source):
+  """The HF folder's config.json as a dict and its path ({} when it cannot be read)."""
+  path = os.path.join(source.path, "config.json")
+  try:
+    with open(path, encoding="utf-8") as f:
+      data = json.load(f)
+  except (OSError, ValueError):
+    return {}, path
+  return (data if isinstance(data, dict) else {}), path
+
+
+def recorded_task(source):
+  """(task name, where it was read) of the run that fine-tuned `source` (for an HF folder,
+  its config.json's finetuning_task), or (None, None)."""
+  if source.kind == "hf":
+    data, path = _hf_config(source)
+    task = data.get("finetuning_task")
+    return (task, path + " (finetuning_task)") if isinstance(task, str) and task else (None, None)
+  task = run_folder.recorded_settings(source.path).get("task_name")
+  if isinstance(task, str) and task:
+    return task, run_folder.settings_path(run_folder.checkpoint_folder(source.path))
+  return None, None
+
+
 def recorded_labels(source):
   """(labels, where they were read) of the run that wrote `source`, or (None, None)."""
   if source.kind == "hf":
-    path = os.path.join(source.path, "config.json")
+    data, path = _hf_config(source)
     try:
-      with open(path, encoding="utf-8") as f:
-        id2label = json.load(f).get("id2label") or {}
+      id2label = data.get("id2label") or {}
       labels = [id2label[str(i)] for i in range(len(id2label))]
-    except (OSError, ValueError, KeyError, AttributeError):
+    except (KeyError, AttributeError, TypeError):
       return None, None
     if not labels or all(_HF_DEFAULT_LABEL.match(str(label)) for label in labels):
       return None, None  # transformers' placeholder names say nothing about the order
@@ -46,12 +85,20 @@ def in_label_order(checkpoint, head_kind, labels, training, flag=None):
   """`checkpoint` (a path or CheckpointSource) with the rows of its `head_kind` head in the
   order of `labels`: the source itself when it has no such head or the order is the same; a
   reordering view when the head was trained on the same labels in another order. A head of
-  other labels is left out when `training` (the head starts as initialized, as from a
-  pretrained BERT, and the log says so) and refused otherwise: its rows mean other labels."""
+  other labels, or (`labels` a TaskLabels) of another task, is left out when `training` (the
+  head starts as initialized, as from a pretrained BERT, and the log says so) and refused
+  otherwise: its rows mean other labels."""
   source = checkpoints.open_source(checkpoint)
   head = [n.google for n in names.head_names(head_kind)]
   if not any(name in source.shapes for name in head):
     return source
+  if isinstance(labels, TaskLabels):
+    other = _other_task(source, head_kind, labels, training)
+    if other is not None:
+      return dataclasses.replace(
+          source, shapes={n: s for n, s in source.shapes.items() if n not in head})
+    if labels.regression:
+      return source  # one output: no order to read
   labels = [str(label) for label in labels]
   trained, where = recorded_labels(source)
   if trained is None:
@@ -83,3 +130,24 @@ def in_label_order(checkpoint, head_kind, labels, training, flag=None):
     return value[order] if name in head else value
 
   return dataclasses.replace(source, _get=reordered)
+
+
+def _other_task(source, head_kind, labels, training):
+  """The task `source`'s head was fine-tuned for when it is not this run's (`labels`, a
+  TaskLabels), else None: refused when not `training`, logged when it is (the caller then
+  leaves the head out)."""
+  trained, where = recorded_task(source)
+  if trained is None or trained.lower() in labels.same:
+    return None
+  if training:
+    logging.warning("The %s head in %s was fine-tuned for task %s (recorded in %s), not this "
+                    "run's %s=%s: it is not loaded (its rows mean %s's labels, even where the "
+                    "names match), and this run trains a new one.", head_kind, source.path,
+                    trained, where, labels.flag, labels.task, trained)
+    return trained
+  raise UserInputError(
+      "The %s head in %s was fine-tuned for task %s (recorded in %s), not for %s=%s: its rows "
+      "mean %s's labels even where the names match. Pass %s=%s to use it, or fine-tune it on "
+      "%s with --do_train, which trains a new head." % (
+          head_kind, source.path, trained, where, labels.flag, labels.task, trained,
+          labels.flag, trained, labels.task))

@@ -217,7 +217,8 @@ def write_hf_folder(folder, variables, config, vocab_file, do_lower_case, strip_
                     source="checkpoint", recorded=None):
   """Writes config.json, model.safetensors, vocab.txt, tokenizer_config.json. `recorded`:
   what the run recorded with the checkpoint (run_folder.recorded_settings): its `labels` name
-  a classification head's rows in id2label, and decide problem_type.
+  a classification head's rows in id2label, and decide problem_type; its task_name is
+  transformers' finetuning_task.
 
   Everything is checked before the first file is written. Returns (state, architecture).
   """
@@ -229,6 +230,9 @@ def write_hf_folder(folder, variables, config, vocab_file, do_lower_case, strip_
   kind = problem_type(architecture, num_labels, recorded)
   if kind:
     hf_config["problem_type"] = kind
+  task = recorded.get("task_name")
+  if num_labels is not None and isinstance(task, str) and task:
+    hf_config["finetuning_task"] = task  # head_labels reads a head by its task's label names
   os.makedirs(folder, exist_ok=True)
   save_safetensors(state, os.path.join(folder, WEIGHTS_NAME))
   write_json(os.path.join(folder, CONFIG_NAME), hf_config)

@@ -125,6 +125,62 @@ def test_problem_type_without_a_record_and_for_other_heads():
   assert decide("BertForPreTraining", None, {}) is None
 
 
+def classifier_rows(source):
+  return list(source.get("output_bias")) if "output_bias" in source.shapes else None
+
+
+def test_a_head_of_another_task_is_refused_or_retrained_even_with_the_same_label_names(tmp_path):
+  """Issue 38 case 7: an MRPC head evaluated as SST-2 was read without a word, both tasks
+  naming their labels "0", "1". It is refused (one line naming both tasks and the fix), and a
+  fine-tuning run from it trains a new head; the same task, or one whose labels mean the same
+  (MNLI's and XNLI's), reads it; a regression run (STS-B) is checked the same way."""
+  from bert_tf.tasks import glue
+  mrpc = run_folder_with_head(tmp_path / "mrpc", "", 2, {"task_name": "mrpc",
+                                                         "labels": ["0", "1"]})
+  sst2 = glue.task_labels("SST-2", ["0", "1"])
+  with pytest.raises(UserInputError) as refused:
+    head_labels.in_label_order(mrpc, "classifier", sst2, training=False)
+  message = str(refused.value)
+  assert "\n" not in message and "fine-tuned for task mrpc (recorded in " in message
+  assert "not for --task_name=sst-2" in message and "Pass --task_name=mrpc to use it" in message
+  assert "fine-tune it on sst-2 with --do_train, which trains a new head" in message
+  fresh = head_labels.in_label_order(mrpc, "classifier", sst2, training=True)
+  assert classifier_rows(fresh) is None and "bert/pooler/dense/kernel" in fresh.shapes
+  same = head_labels.in_label_order(mrpc, "classifier", glue.task_labels("MRPC", ["0", "1"]),
+                                    training=False)
+  assert classifier_rows(same) == [0, 1]
+  nli = ["contradiction", "entailment", "neutral"]
+  mnli = run_folder_with_head(tmp_path / "mnli", "", 3, {"task_name": "mnli", "labels": nli})
+  for task in ("xnli", "mnli-mm"):
+    read = head_labels.in_label_order(mnli, "classifier", glue.task_labels(task, nli), False)
+    assert classifier_rows(read) == [0, 1, 2]
+  stsb = glue.task_labels("STS-B", None)
+  with pytest.raises(UserInputError, match="fine-tuned for task mrpc .*not for --task_name=sts-b"):
+    head_labels.in_label_order(mrpc, "classifier", stsb, training=False)
+  own = run_folder_with_head(tmp_path / "stsb", "", 1, {"task_name": "sts-b", "labels": None})
+  assert classifier_rows(head_labels.in_label_order(own, "classifier", stsb, False)) == [0]
+  # Recorded with no task (an older run): read by its label names, as before.
+  old = run_folder_with_head(tmp_path / "old", "", 2, {"labels": ["0", "1"]})
+  assert classifier_rows(head_labels.in_label_order(old, "classifier", sst2, False)) == [0, 1]
+
+
+def test_an_hf_conversion_keeps_the_task_its_head_was_fine_tuned_for(tmp_path):
+  from bert_tf.tasks import glue
+  run_folder_with_head(tmp_path / "mrpc", "", 2, {"task_name": "mrpc", "labels": ["0", "1"]})
+  conversion.convert_to_hf(tmp_path / "mrpc", tmp_path / "hf", bert_config_file=TINY_CONFIG,
+                           vocab_file=VOCAB_UNCASED)
+  config = json.loads((tmp_path / "hf" / "config.json").read_text())
+  assert config["finetuning_task"] == "mrpc"
+  source = checkpoints.open_source(tmp_path / "hf")
+  assert head_labels.recorded_task(source) == ("mrpc", str(tmp_path / "hf" / "config.json")
+                                               + " (finetuning_task)")
+  with pytest.raises(UserInputError, match=r"fine-tuned for task mrpc \(recorded in .*config"
+                                           r".json \(finetuning_task\)\), not for "
+                                           r"--task_name=sst-2"):
+    head_labels.in_label_order(source, "classifier", glue.task_labels("sst-2", ["0", "1"]),
+                               training=False)
+
+
 def test_conversion_takes_the_runs_casing_and_checks_its_vocab(tmp_path):
   run = tmp_path / "run"
   run_folder_with_ner_head(run, settings={"do_lower_case": False, "strip_accents": True})

@@ -201,3 +201,20 @@ def test_rerunning_a_finished_command_keeps_or_replaces_its_own_export(tmp_path,
   assert replaced.returncode == 0, replaced.stderr[-3000:]
   assert (exp / "saved_model.pb").exists()
   assert not [p for p in tmp_path.iterdir() if ".replaced-" in p.name]
+
+
+def test_evaluating_a_head_of_another_task_is_one_line_naming_both(finished_run, tmp_path,
+                                                                   script_session):
+  """Issue 38 case 7: MRPC's head evaluated as SST-2 (both label sets "0", "1") is refused
+  with the two tasks and the fix, before any evaluation."""
+  data = tmp_path / "SST-2"
+  data.mkdir()
+  (data / "dev.tsv").write_text("sentence\tlabel\na fine film .\t1\na dull one .\t0\n")
+  args = [a for a in _classifier_args(tmp_path / "sst2", init=finished_run) if a != "--do_train"]
+  args[:2] = ["--task_name=SST-2", "--data_dir=%s" % data]
+  refused = script_session("run_classifier.py")(*args, "--do_eval")
+  message = _error(refused)
+  assert len(message.splitlines()) == 1 and "Traceback" not in refused.stderr
+  assert "fine-tuned for task mrpc" in message and "not for --task_name=sst-2" in message
+  assert "Pass --task_name=mrpc to use it" in message
+  assert not (tmp_path / "sst2" / "eval_results.txt").exists()

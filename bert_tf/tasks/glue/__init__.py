@@ -6,7 +6,8 @@ taking raw text, imported on its own)."""
 from bert_tf.tasks.glue.data import (
     PROCESSORS, ColaProcessor, DataProcessor, InputExample, MnliMismatchedProcessor,
     MnliProcessor, MrpcProcessor, PaddingInputExample, QnliProcessor, QqpProcessor, RteProcessor,
-    Sst2Processor, StsbProcessor, WnliProcessor, XnliProcessor, get_processor, read_tsv)
+    Sst2Processor, StsbProcessor, WnliProcessor, XnliProcessor, get_processor, read_tsv,
+    task_labels)
 from bert_tf.tasks.glue.features import (
     convert_single_example, encode_features, feature_spec, label_id_of)
 from bert_tf.tasks.glue.model import ClassificationTask, ClassifierModel

@@ -14,7 +14,7 @@ import csv
 import dataclasses
 import os
 
-from bert_tf import user_files
+from bert_tf import head_labels, user_files
 from bert_tf.errors import UserInputError
 
 
@@ -223,6 +223,19 @@ PROCESSORS = {
     "mrpc": MrpcProcessor, "xnli": XnliProcessor, "sst-2": Sst2Processor, "qqp": QqpProcessor,
     "qnli": QnliProcessor, "rte": RteProcessor, "wnli": WnliProcessor, "sts-b": StsbProcessor,
 }
+
+
+# Tasks whose labels mean what another's do: MNLI's mismatched dev set and XNLI (MNLI's
+# labels, in 15 languages), so a head fine-tuned on one of them reads the others.
+_SAME_LABELS = (frozenset({"mnli", "mnli-mm", "xnli"}),)
+
+
+def task_labels(task_name, labels):
+  """`labels` (None: regression) as a head_labels.TaskLabels of `task_name`: a head loaded
+  from a checkpoint is read by its label names only when it was fine-tuned for this task."""
+  name = task_name.lower()
+  same = next((group for group in _SAME_LABELS if name in group), ())
+  return head_labels.TaskLabels(labels, name, same)
 
 
 def get_processor(task_name):
