@@ -28,14 +28,27 @@ class TaskLabels(list):
   Two tasks may name their labels alike and mean other things by them (MRPC's "0"/"1" say
   paraphrase or not, SST-2's the sentiment), so a head is read by its names only when the run
   that trained it recorded the same task, or one of `same` (task names whose labels mean the
-  same: MNLI's and XNLI's). `flag` names the run's task in messages.
+  same: MNLI's and XNLI's). A recorded task outside `known` (the runner's task names; empty:
+  any) is not compared: an HF folder's finetuning_task may be any text. Names compare without
+  case, "-" or "_" (transformers says "sst2" for "SST-2"). `flag` names the task in messages.
   """
 
-  def __init__(self, labels, task, same=(), flag="--task_name"):
+  def __init__(self, labels, task, same=(), known=(), flag="--task_name"):
     super().__init__(labels or [])
     self.task, self.flag = task, flag
-    self.same = frozenset(same) | {task}
+    self.same = frozenset(map(task_key, same)) | {task_key(task)}
+    self.known = frozenset(map(task_key, known))
     self.regression = labels is None
+
+  def other_task(self, recorded):
+    """Whether a head fine-tuned for the task `recorded` means other labels than these."""
+    key = task_key(recorded)
+    return key not in self.same and (not self.known or key in self.known)
+
+
+def task_key(name):
+  """A task name as compared: "SST-2", "sst2" and "sst_2" are one task."""
+  return str(name).lower().replace("-", "").replace("_", "")
 
 
 def _hf_config(source):
@@ -137,7 +150,7 @@ def _other_task(source, head_kind, labels, training):
   TaskLabels), else None: refused when not `training`, logged when it is (the caller then
   leaves the head out)."""
   trained, where = recorded_task(source)
-  if trained is None or trained.lower() in labels.same:
+  if trained is None or not labels.other_task(trained):
     return None
   if training:
     logging.warning("The %s head in %s was fine-tuned for task %s (recorded in %s), not this "

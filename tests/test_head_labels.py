@@ -159,9 +159,13 @@ def test_a_head_of_another_task_is_refused_or_retrained_even_with_the_same_label
     head_labels.in_label_order(mrpc, "classifier", stsb, training=False)
   own = run_folder_with_head(tmp_path / "stsb", "", 1, {"task_name": "sts-b", "labels": None})
   assert classifier_rows(head_labels.in_label_order(own, "classifier", stsb, False)) == [0]
-  # Recorded with no task (an older run): read by its label names, as before.
+  # Recorded with no task (an older run), or one no GLUE task is: read by its label names.
   old = run_folder_with_head(tmp_path / "old", "", 2, {"labels": ["0", "1"]})
   assert classifier_rows(head_labels.in_label_order(old, "classifier", sst2, False)) == [0, 1]
+  assert not sst2.other_task("text-classification")
+  # transformers' run_glue names SST-2 "sst2", STS-B "stsb": the same tasks.
+  assert not sst2.other_task("sst2") and not stsb.other_task("stsb")
+  assert sst2.other_task("qqp") and glue.task_labels("xnli", nli).other_task("rte")
 
 
 def test_an_hf_conversion_keeps_the_task_its_head_was_fine_tuned_for(tmp_path):

@@ -235,7 +235,7 @@ def task_labels(task_name, labels):
   from a checkpoint is read by its label names only when it was fine-tuned for this task."""
   name = task_name.lower()
   same = next((group for group in _SAME_LABELS if name in group), ())
-  return head_labels.TaskLabels(labels, name, same)
+  return head_labels.TaskLabels(labels, name, same, known=PROCESSORS)
 
 
 def get_processor(task_name):
