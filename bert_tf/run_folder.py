@@ -164,13 +164,13 @@ def export_changes(recorded, source, export_dir):
   changes = []
   for key in sorted(source):
     old, new = recorded.get(key), source[key]
-    if key not in recorded:
-      changes.append("%s was not recorded with it" % _DESCRIBED.get(key, key))
-    elif old != new:
-      if key in _DESCRIBED or isinstance(new, (dict, list)) or isinstance(old, (dict, list)):
-        changes.append("%s changed" % _DESCRIBED.get(key, key))
-      else:
-        changes.append("%s was %s, now %s" % (key, json.dumps(old), json.dumps(new)))
+    if key in recorded and old == new:
+      continue
+    if key in _DESCRIBED or isinstance(new, (dict, list)) or isinstance(old, (dict, list)):
+      changes.append("%s changed" % _DESCRIBED.get(key, key))
+    else:
+      changes.append("%s was %s, now %s" % (
+          key, json.dumps(old) if key in recorded else "unset", json.dumps(new)))
   if recorded.get("files_sha1") is None or recorded["files_sha1"] != export_digest(export_dir):
     changes.append(FILES_CHANGED)
   return changes

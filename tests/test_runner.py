@@ -416,7 +416,7 @@ def test_an_export_is_kept_only_when_every_file_and_setting_matches(tmp_path):
   assert run_folder.export_changes(recorded, changed, exp) == [
       "the labels changed", 'window_pooling was "mean", now "max"']
   assert run_folder.export_changes(recorded, dict(source, doc_stride=16), exp) == [
-      "doc_stride was not recorded with it"]
+      "doc_stride was unset, now 16"]
   # saved_model.pb is the same, so the folder is still this run's export, but not as written.
   data = os.path.join(exp, "variables", "variables.data-00000-of-00001")
   with open(data, "w") as f:
