@@ -242,7 +242,11 @@ def locked(export_dir):
     return
   path = _lock_path(export_dir)
   while True:
-    handle = open(path, "a+")
+    try:
+      handle = open(path, "a+")
+    except OSError as e:
+      raise UserInputError("Cannot export to %s: its lock file %s cannot be written (%s)." %
+                           (export_dir, path, e.strerror or e)) from None
     try:
       fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
       # The holder before may have removed the file as it ended: then this lock is on a file

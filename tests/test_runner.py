@@ -517,3 +517,12 @@ def test_ctrl_c_during_an_export_puts_the_previous_one_back_and_exits_130(tmp_pa
   assert (exp / "variables" / "variables.data-00000-of-00001").read_text() == "step 6"
   assert run_folder.export_record(run.options.output_dir, exp) == before
   assert sorted(p.name for p in tmp_path.iterdir()) == ["exp", "run"]
+
+
+def test_an_export_lock_that_cannot_be_written_is_one_line(tmp_path):
+  from bert_tf import export
+  (tmp_path / ".exp.bert_tf_export.lock").mkdir()  # in the way of the lock file
+  with pytest.raises(UserInputError, match=r"Cannot export to .*exp: its lock file "
+                                           r".*\.exp\.bert_tf_export\.lock cannot be written"):
+    with export.locked(str(tmp_path / "exp")):
+      pass
