@@ -201,8 +201,8 @@ class ExportInterrupted(Preempted):
 
   def __init__(self, export_dir, output_dir):
     Exception.__init__(
-        self, "interrupted during the export to %s; it holds what it held before. The "
-        "checkpoints in %s are kept: run the same command again to export." %
+        self, "interrupted during the export to %s; it holds what it held before, and "
+        "--output_dir=%s is kept: run the same command again to export." %
         (export_dir, output_dir))
     self.exit_code = 128 + signal.SIGINT
 

@@ -511,8 +511,8 @@ def test_ctrl_c_during_an_export_puts_the_previous_one_back_and_exits_130(tmp_pa
     runner._export(run, _FakeExportHooks("step 7", after=interrupt))
   assert stopped.value.exit_code == 130
   assert str(stopped.value) == (
-      "interrupted during the export to %s; it holds what it held before. The checkpoints in "
-      "%s are kept: run the same command again to export." % (exp, run.options.output_dir))
+      "interrupted during the export to %s; it holds what it held before, and --output_dir=%s "
+      "is kept: run the same command again to export." % (exp, run.options.output_dir))
   assert stopped.value.__cause__ is None and stopped.value.__suppress_context__
   assert (exp / "variables" / "variables.data-00000-of-00001").read_text() == "step 6"
   assert run_folder.export_record(run.options.output_dir, exp) == before
