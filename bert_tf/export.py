@@ -212,7 +212,7 @@ def replacing(export_dir):
   try:
     yield
   except BaseException:
-    if aside is not None and tf.io.gfile.exists(export_dir) or _is_nonempty_dir(export_dir):
+    if (aside is not None and tf.io.gfile.exists(export_dir)) or _is_nonempty_dir(export_dir):
       tf.io.gfile.rmtree(export_dir)
     if aside is not None:
       tf.io.gfile.rename(aside, export_dir)
@@ -248,7 +248,11 @@ def locked(export_dir):
       raise UserInputError("Cannot export to %s: its lock file %s cannot be written (%s)." %
                            (export_dir, path, e.strerror or e)) from None
     try:
-      fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+      try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except BlockingIOError:
+        absl_logging.info("Waiting for another run's export to %s to end.", export_dir)
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
       # The holder before may have removed the file as it ended: then this lock is on a file
       # no one else can see; take the one now at `path`.
       try:

@@ -458,8 +458,10 @@ def _fake_run(tmp_path, name, export_dir, step=6, **options):
   return runner.Run(options, tiny_config(), None, trainer=types.SimpleNamespace(step=step))
 
 
-def test_two_runs_exporting_to_one_folder_take_turns_and_the_second_stops(tmp_path):
+def test_two_runs_exporting_to_one_folder_take_turns_and_the_second_stops(tmp_path, caplog):
+  import logging
   import threading
+  caplog.set_level(logging.INFO)
   from bert_tf import run_folder
   exp = tmp_path / "exp"
   first, second = _fake_run(tmp_path, "first", exp), _fake_run(tmp_path, "second", exp)
@@ -484,6 +486,7 @@ def test_two_runs_exporting_to_one_folder_take_turns_and_the_second_stops(tmp_pa
   for thread in threads:
     thread.join(60)
   assert list(errors) == ["second"]
+  assert "Waiting for another run's export to %s to end." % exp in caplog.text
   assert errors["second"] == (
       "--export_dir=%s now holds an export this run did not write (another run exported there "
       "while this one ran). The checkpoints in --output_dir=%s are kept: run the same command "
