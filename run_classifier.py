@@ -235,6 +235,14 @@ class ClassifierHooks(runner.TaskHooks):
         writer.write("%d\t%s\n" % (index, prediction))
     logging.info("Wrote the GLUE submission file %s", path)
 
+  def export_settings(self, run):
+    """The labels and, with windows, how serving_default cuts and pools a long text."""
+    settings = {"task_name": self.task_name, "labels": self.label_list,
+                "long_document": self.flags.long_document}
+    if self.windows:
+      settings.update(doc_stride=self.windows.doc_stride, window_pooling=self.windows.pooling)
+    return settings
+
   def export(self, run):
     from bert_tf.tasks.glue.export import export_classifier
     options = run.options

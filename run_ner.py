@@ -115,6 +115,10 @@ class NerHooks(runner.TaskHooks):
   def postprocess_predict(self, run, examples, outputs):
     self.write_predictions(run, "predict", examples, outputs)
 
+  def export_settings(self, run):
+    """The labels the export tags with and the stride of its windows."""
+    return {"labels": self.labels.labels, "doc_stride": self.flags.doc_stride}
+
   def export(self, run):
     from bert_tf.tasks.ner.export import export_ner
     o = run.options

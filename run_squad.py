@@ -132,6 +132,14 @@ class SquadHooks(runner.TaskHooks):
                  out("predictions.json"))
     self.evaluate(run, predictions, null_odds)
 
+  def export_settings(self, run):
+    """The windowing and answer selection serving_default runs in its graph (the null answer
+    with v2; --null_score_diff_threshold is not in the graph: the caller compares scores)."""
+    f = self.flags
+    return {"version_2_with_negative": f.version_2_with_negative, "doc_stride": f.doc_stride,
+            "max_query_length": f.max_query_length, "max_answer_length": f.max_answer_length,
+            "n_best_size": f.n_best_size}
+
   def export(self, run):
     from bert_tf.tasks.squad.export import export_squad
     options, f = run.options, self.flags

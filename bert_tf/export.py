@@ -18,6 +18,7 @@ auto-clustering, docs/serving.md), which then compiles once per batch shape.
 """
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -175,6 +176,11 @@ def _is_nonempty_dir(path):
   return tf.io.gfile.isdir(path) and bool(tf.io.gfile.listdir(path))
 
 
+def holds_files(export_dir):
+  """Whether `export_dir` is a folder with something in it (an export to be replaced)."""
+  return _is_nonempty_dir(os.fspath(export_dir))
+
+
 def check_export_dir(export_dir, overwrite=False,
                      fix="choose another folder or pass overwrite=True to replace it"):
   """Fails early (e.g. before training) if an export to `export_dir` would be refused;
@@ -193,20 +199,81 @@ def check_export_dir(export_dir, overwrite=False,
 @contextlib.contextmanager
 def replacing(export_dir):
   """Moves an existing export at `export_dir` aside while a new one is written there: it is
-  deleted once the new one is saved, and put back if writing fails, so nothing is lost."""
+  deleted once the new one is saved, and put back if writing fails or is interrupted (Ctrl-C),
+  so nothing is lost. Whatever the failed write left at `export_dir` (a whole new export, if
+  the interrupt came after its rename) is removed first: the folder holds the old export or
+  the new one whole, never both. Hold `locked(export_dir)` around it, so no other process
+  writes there meanwhile."""
   export_dir = os.fspath(export_dir).rstrip("/") or "/"
-  if not _is_nonempty_dir(export_dir):
-    yield
-    return
-  aside = "%s.replaced-%d-%s" % (export_dir, os.getpid(), uuid.uuid4().hex[:8])
-  tf.io.gfile.rename(export_dir, aside)
+  aside = None
+  if _is_nonempty_dir(export_dir):
+    aside = "%s.replaced-%d-%s" % (export_dir, os.getpid(), uuid.uuid4().hex[:8])
+    tf.io.gfile.rename(export_dir, aside)
   try:
     yield
   except BaseException:
-    if not tf.io.gfile.exists(export_dir):
+    if (aside is not None and tf.io.gfile.exists(export_dir)) or _is_nonempty_dir(export_dir):
+      tf.io.gfile.rmtree(export_dir)
+    if aside is not None:
       tf.io.gfile.rename(aside, export_dir)
     raise
-  tf.io.gfile.rmtree(aside)
+  if aside is not None:
+    tf.io.gfile.rmtree(aside)
+
+
+def _lock_path(export_dir):
+  """The lock file of `export_dir`: beside it, since the folder itself is moved and replaced."""
+  parent, name = os.path.split(os.path.abspath(export_dir))
+  return os.path.join(parent, ".%s.bert_tf_export.lock" % name)
+
+
+@contextlib.contextmanager
+def locked(export_dir):
+  """Holds an exclusive lock on `export_dir` (waiting for another process's export there to
+  end), so that deciding what the folder holds and writing it are one step: two runs exporting
+  to one folder take turns, and the second sees what the first wrote. The kernel's lock
+  (flock), as run_lock's: released however the holder ends. Remote folders (gs://) are not
+  locked; the log says so."""
+  export_dir = os.fspath(export_dir)
+  if "://" in export_dir:
+    absl_logging.info("Not locking %s: a remote folder cannot hold a file lock; make sure no "
+                      "other run exports there.", export_dir)
+    yield
+    return
+  path = _lock_path(export_dir)
+  while True:
+    try:
+      handle = open(path, "a+")
+    except OSError as e:
+      raise UserInputError("Cannot export to %s: its lock file %s cannot be written (%s)." %
+                           (export_dir, path, e.strerror or e)) from None
+    try:
+      try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except BlockingIOError:
+        absl_logging.info("Waiting for another run's export to %s to end.", export_dir)
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+      # The holder before may have removed the file as it ended: then this lock is on a file
+      # no one else can see; take the one now at `path`.
+      try:
+        same = os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
+      except FileNotFoundError:
+        same = False
+    except BaseException:
+      handle.close()
+      raise
+    if same:
+      break
+    handle.close()
+  try:
+    yield
+  finally:
+    try:
+      os.remove(path)  # still locked, so no one locks a file that is about to vanish
+    except OSError:
+      pass
+    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    handle.close()
 
 
 def save_serving_module(export_dir, module, signatures, metadata, overwrite=False):

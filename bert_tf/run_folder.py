@@ -112,6 +112,7 @@ def make_output_dir(path, flag="--output_dir"):
 
 
 EXPORTS_NAME = "exports.json"  # what each --export_dir of the run was exported from
+FILES_CHANGED = "its files changed since this run wrote it"
 
 
 def _exports(output_dir):
@@ -123,9 +124,26 @@ def _saved_model_digest(export_dir):
   return file_digest(path) if tf.io.gfile.exists(path) else None
 
 
+def export_digest(export_dir):
+  """sha1 over every file under `export_dir`, names and bytes (None when there is none): a
+  deleted or swapped `variables/` changes it, where saved_model.pb alone stays the same."""
+  if not tf.io.gfile.isdir(export_dir):
+    return None
+  digest, found = hashlib.sha1(), False
+  for folder, _, names in sorted(tf.io.gfile.walk(export_dir)):
+    for name in sorted(names):
+      path = os.path.join(folder, name)
+      relative = os.path.relpath(path, export_dir).replace(os.sep, "/")
+      digest.update(b"%s\0%d\0" % (relative.encode("utf-8"), tf.io.gfile.stat(path).length))
+      update_digest(digest, path)
+      found = True
+  return digest.hexdigest() if found else None
+
+
 def recorded_export(output_dir, export_dir):
   """What this run exported to `export_dir` (a dict), or None when the folder holds no export
-  of this run's (never exported, or replaced by something else since)."""
+  of this run's (never exported, or replaced by something else since: its saved_model.pb is
+  not the one this run wrote)."""
   entry = _exports(output_dir).get(os.path.abspath(export_dir))
   if not isinstance(entry, dict) or entry.get("saved_model_sha1") is None:
     return None
@@ -134,11 +152,52 @@ def recorded_export(output_dir, export_dir):
   return entry
 
 
+# How export_changes names a source key whose value is not worth printing.
+_DESCRIBED = {"step": "the weights' training step", "bert_config": "the BERT config",
+              "vocab_sha1": "the vocab's content", "labels": "the labels"}
+
+
+def export_changes(recorded, source, export_dir):
+  """Why `export_dir`, this run's export `recorded` (recorded_export's), is not one of
+  `source` (the settings it would be built from now): a line per difference, [] when it can be
+  kept. Every file counts (names and bytes), and every key of `source`."""
+  changes = []
+  for key in sorted(source):
+    old, new = recorded.get(key), source[key]
+    if key in recorded and old == new:
+      continue
+    if key in _DESCRIBED or isinstance(new, (dict, list)) or isinstance(old, (dict, list)):
+      changes.append("%s changed" % _DESCRIBED.get(key, key))
+    else:
+      changes.append("%s was %s, now %s" % (
+          key, json.dumps(old) if key in recorded else "unset", json.dumps(new)))
+  if recorded.get("files_sha1") is None or recorded["files_sha1"] != export_digest(export_dir):
+    changes.append(FILES_CHANGED)
+  return changes
+
+
+def export_record(output_dir, export_dir):
+  """The exports.json entry of `export_dir` as it is (None when there is none), for
+  restore_export_record."""
+  return _exports(output_dir).get(os.path.abspath(export_dir))
+
+
 def record_export(output_dir, export_dir, source):
   """Records that `export_dir` now holds this run's export of `source` (a JSON dict)."""
+  restore_export_record(output_dir, export_dir, dict(
+      source, saved_model_sha1=_saved_model_digest(export_dir),
+      files_sha1=export_digest(export_dir)))
+
+
+def restore_export_record(output_dir, export_dir, entry):
+  """Sets the exports.json entry of `export_dir` to `entry` (export_record's; None removes
+  it), written whole or not at all."""
   exports = _exports(output_dir)
-  exports[os.path.abspath(export_dir)] = dict(
-      source, saved_model_sha1=_saved_model_digest(export_dir))
+  key = os.path.abspath(export_dir)
+  if entry is None:
+    exports.pop(key, None)
+  else:
+    exports[key] = entry
   path = os.path.join(output_dir, EXPORTS_NAME)
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
     f.write(json.dumps(exports, indent=2, sort_keys=True) + "\n")

@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import signal
 from typing import Optional
 
 from absl import flags, logging
@@ -25,6 +26,7 @@ import tensorflow as tf
 from bert_tf import (checks, cli, cpu, distribution, example_codec, head_labels, input_pipeline,
                      precision, run_folder, run_lock, runner_flags, tokenization, training)
 from bert_tf.config import BertConfig
+from bert_tf.errors import Preempted, UserInputError
 from bert_tf.runner_flags import RunOptions
 
 # Each data split and the action flag that asks for it.
@@ -149,6 +151,12 @@ class TaskHooks:
   def postprocess_predict(self, run, examples, outputs):
     """Writes the prediction files from `outputs` (per-example arrays). Chief only."""
 
+  def export_settings(self, run):
+    """The task's settings that `export` builds into the SavedModel (labels, windows, answer
+    selection, ...): a re-run whose values differ replaces the export instead of keeping it.
+    The weights, config, sequence length, tokenizer and precision are the template's."""
+    return {}
+
   def export(self, run):
     """Writes the task's SavedModel of run.trainer.model to --export_dir. Chief only."""
     raise NotImplementedError
@@ -187,26 +195,78 @@ def run_task(options, hooks):
     _export(run, hooks)
 
 
-def _export(run, hooks):
-  """The export, unless --export_dir already holds this run's export of the same weights and
-  settings (a re-run of a finished command keeps it, and says so)."""
-  from bert_tf import export
+class ExportInterrupted(Preempted):
+  """Ctrl-C (or SIGINT) during the export: the folder holds what it held before, the
+  checkpoints are kept, and the same command exports again. Exits 130, as the shell's."""
+
+  def __init__(self, export_dir, output_dir):
+    Exception.__init__(
+        self, "interrupted during the export to %s; it holds what it held before, and "
+        "--output_dir=%s is kept: run the same command again to export." %
+        (export_dir, output_dir))
+    self.exit_code = 128 + signal.SIGINT
+
+
+def export_source(run, hooks):
+  """Everything the export is built from, as it reads back from exports.json: the weights
+  (their step and --init_checkpoint), the model, tokenizer and precision, and the task's
+  export_settings."""
   options = run.options
   source = {"step": run.trainer.step, "init_checkpoint": options.init_checkpoint,
-            "max_seq_length": options.max_seq_length, "vocab_file": options.vocab_file,
-            "do_lower_case": options.do_lower_case, "strip_accents": options.strip_accents,
-            "inference_precision": options.inference_precision, "task": hooks.settings(run)}
-  source = json.loads(json.dumps(source))  # as it reads back from the record
-  recorded = run_folder.recorded_export(options.output_dir, options.export_dir)
-  if recorded is not None and {k: recorded.get(k) for k in source} == source:
+            "bert_config": run.config.to_dict(), "max_seq_length": options.max_seq_length,
+            "inference_precision": options.inference_precision}
+  if hooks.uses_tokenizer:
+    source.update(vocab_sha1=run_folder.file_digest(options.vocab_file),
+                  do_lower_case=options.do_lower_case, strip_accents=options.strip_accents)
+  source.update(hooks.export_settings(run))
+  return json.loads(json.dumps(source))
+
+
+def _export(run, hooks):
+  """The export, unless --export_dir already holds this run's export of the same weights and
+  settings, every file as written (a re-run of a finished command keeps it, and says so).
+  Decided and written under the folder's lock, so two runs cannot both think they wrote it."""
+  from bert_tf import export
+  options = run.options
+  source = export_source(run, hooks)
+  try:
+    with export.locked(options.export_dir):
+      _export_locked(run, hooks, source)
+  except KeyboardInterrupt:
+    raise ExportInterrupted(options.export_dir, options.output_dir) from None
+
+
+def _export_locked(run, hooks, source):
+  from bert_tf import export
+  options = run.options
+  out, export_dir = options.output_dir, options.export_dir
+  recorded = run_folder.recorded_export(out, export_dir)
+  if recorded is None and not options.overwrite_export and export.holds_files(export_dir):
+    raise UserInputError(
+        "--export_dir=%s now holds an export this run did not write (another run exported there "
+        "while this one ran). The checkpoints in --output_dir=%s are kept: run the same command "
+        "with another --export_dir, or with --overwrite_export to replace that export."
+        % (export_dir, out))
+  changes = None if recorded is None else run_folder.export_changes(recorded, source, export_dir)
+  if recorded is not None and not changes:
     logging.info("Kept the SavedModel in %s: this run exported it from the same weights (step "
-                 "%d) and settings.", options.export_dir, source["step"])
+                 "%d) and settings, and its files are as written.", export_dir, source["step"])
     return
-  with export.replacing(options.export_dir):
-    hooks.export(run)
-  run_folder.record_export(options.output_dir, options.export_dir, source)
-  logging.info("%s a SavedModel to %s", "Exported" if recorded is None else
-               "Replaced this run's earlier export with", options.export_dir)
+  replaced, previous = export.holds_files(export_dir), run_folder.export_record(out, export_dir)
+  with export.replacing(export_dir):  # on any failure the folder and its record are put back
+    try:
+      hooks.export(run)
+      run_folder.record_export(out, export_dir, source)
+    except BaseException:
+      run_folder.restore_export_record(out, export_dir, previous)
+      raise
+  if recorded is not None:
+    logging.info("Replaced this run's earlier export in %s: %s.", export_dir, "; ".join(changes))
+  elif replaced:
+    logging.info("Exported a SavedModel to %s, replacing the export there (--overwrite_export).",
+                 export_dir)
+  else:
+    logging.info("Exported a SavedModel to %s", export_dir)
 
 
 def _init_source(run, hooks):

@@ -1,6 +1,7 @@
 """Real command lines against the hostile cases of one --output_dir: two runs at once, resumes
 with changed settings, damaged checkpoints (issue: nothing lost, nothing half-done)."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -189,6 +190,20 @@ def test_rerunning_a_finished_command_keeps_or_replaces_its_own_export(tmp_path,
       again.stderr)
   assert (exp / "saved_model.pb").read_bytes() == saved
   assert not [p for p in tmp_path.iterdir() if ".replaced-" in p.name]
+  # Predicting from the trained state with windows: the truncating export no longer answers
+  # what test_results.tsv says, so it is replaced, saying why; so is one of another pooling.
+  windows = [a for a in _classifier_args(out, "--export_dir=%s" % exp, "--do_predict",
+                                         "--long_document=windows") if a != "--do_train"]
+  for extra, why in (
+      ([], 'doc_stride was unset, now 128; long_document was "truncate", now "windows"; '
+           "window_pooling was unset, now \"mean\""),
+      (["--window_pooling=max"], 'window_pooling was "mean", now "max"')):
+    rerun = run_classifier(*windows, *extra)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "Replaced this run's earlier export in %s: %s." % (exp, why) in rerun.stderr
+    metadata = json.loads((exp / "assets.extra" / "bert_tf_export.json").read_text())
+    assert metadata["window_pooling"] == (extra[0].split("=")[1] if extra else "mean")
+  assert (out / "test_results.tsv").exists()
   # Another run folder may not write over it, unless told to: nothing runs before that.
   other = tmp_path / "other"
   refused = run_classifier(*_classifier_args(other, "--export_dir=%s" % exp))

@@ -390,3 +390,142 @@ def test_an_export_replaced_is_restored_when_the_new_one_fails(tmp_path):
     (folder / "saved_model.pb").write_text("new")
   assert (folder / "saved_model.pb").read_text() == "new"
   assert sorted(p.name for p in tmp_path.iterdir()) == ["exp"]  # the old one is gone
+
+
+def _fake_export(folder, weights):
+  """An export folder shaped like a SavedModel: a graph, variables and metadata."""
+  os.makedirs(os.path.join(folder, "variables"))
+  os.makedirs(os.path.join(folder, "assets.extra"))
+  for name, text in (("saved_model.pb", "graph"), ("variables/variables.index", "index"),
+                     ("variables/variables.data-00000-of-00001", weights),
+                     ("assets.extra/bert_tf_export.json", "{}")):
+    with open(os.path.join(folder, name), "w") as f:
+      f.write(text)
+
+
+def test_an_export_is_kept_only_when_every_file_and_setting_matches(tmp_path):
+  from bert_tf import run_folder
+  out, exp = str(tmp_path / "run"), str(tmp_path / "exp")
+  os.makedirs(out)
+  _fake_export(exp, "weights of step 6")
+  source = {"step": 6, "max_seq_length": 32, "window_pooling": "mean", "labels": ["0", "1"]}
+  run_folder.record_export(out, exp, source)
+  recorded = run_folder.recorded_export(out, exp)
+  assert run_folder.export_changes(recorded, dict(source), exp) == []
+  changed = dict(source, window_pooling="max", labels=["1", "0"])
+  assert run_folder.export_changes(recorded, changed, exp) == [
+      "the labels changed", 'window_pooling was "mean", now "max"']
+  assert run_folder.export_changes(recorded, dict(source, doc_stride=16), exp) == [
+      "doc_stride was unset, now 16"]
+  # saved_model.pb is the same, so the folder is still this run's export, but not as written.
+  data = os.path.join(exp, "variables", "variables.data-00000-of-00001")
+  with open(data, "w") as f:
+    f.write("weights of another run")
+  assert run_folder.recorded_export(out, exp) is not None
+  assert run_folder.export_changes(recorded, source, exp) == [run_folder.FILES_CHANGED]
+  os.remove(data)
+  assert run_folder.export_changes(recorded, source, exp) == [run_folder.FILES_CHANGED]
+  with open(data, "w") as f:
+    f.write("weights of step 6")
+  assert run_folder.export_changes(recorded, source, exp) == []
+  os.rename(data, data + ".moved")  # the same bytes under another name
+  assert run_folder.export_changes(recorded, source, exp) == [run_folder.FILES_CHANGED]
+
+
+def _nothing():
+  pass
+
+
+class _FakeExportHooks(runner.TaskHooks):
+  """Writes _fake_export with `weights`, calling `before()` and `after()` around it."""
+
+  def __init__(self, weights, before=_nothing, after=_nothing):
+    self.weights, self.before, self.after = weights, before, after
+
+  def export(self, run):
+    self.before()  # save_serving_module traces and saves elsewhere, then moves it in place
+    _fake_export(run.options.export_dir, self.weights)
+    self.after()
+
+
+def _fake_run(tmp_path, name, export_dir, step=6, **options):
+  import types
+  from conftest import tiny_config
+  out = tmp_path / name
+  out.mkdir()
+  options = runner.RunOptions(output_dir=str(out), export_dir=str(export_dir),
+                              vocab_file=VOCAB_UNCASED, **options)
+  return runner.Run(options, tiny_config(), None, trainer=types.SimpleNamespace(step=step))
+
+
+def test_two_runs_exporting_to_one_folder_take_turns_and_the_second_stops(tmp_path, caplog):
+  import logging
+  import threading
+  caplog.set_level(logging.INFO)
+  from bert_tf import run_folder
+  exp = tmp_path / "exp"
+  first, second = _fake_run(tmp_path, "first", exp), _fake_run(tmp_path, "second", exp)
+  writing, errors = threading.Event(), {}
+
+  def slow():  # the second run reaches its export while the first one writes
+    writing.set()
+    threading.Event().wait(0.5)
+
+  def export(name, run, hooks):
+    try:
+      runner._export(run, hooks)
+    except UserInputError as e:
+      errors[name] = str(e)
+
+  first_hooks = _FakeExportHooks("1", before=slow)
+  threads = [threading.Thread(target=export, args=("first", first, first_hooks))]
+  threads[0].start()
+  assert writing.wait(30)
+  threads.append(threading.Thread(target=export, args=("second", second, _FakeExportHooks("2"))))
+  threads[1].start()
+  for thread in threads:
+    thread.join(60)
+  assert list(errors) == ["second"]
+  assert "Waiting for another run's export to %s to end." % exp in caplog.text
+  assert errors["second"] == (
+      "--export_dir=%s now holds an export this run did not write (another run exported there "
+      "while this one ran). The checkpoints in --output_dir=%s are kept: run the same command "
+      "with another --export_dir, or with --overwrite_export to replace that export."
+      % (exp, second.options.output_dir))
+  assert (exp / "variables" / "variables.data-00000-of-00001").read_text() == "1"
+  recorded = run_folder.recorded_export(first.options.output_dir, exp)
+  assert recorded["files_sha1"] == run_folder.export_digest(str(exp))
+  assert run_folder.export_record(second.options.output_dir, exp) is None
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["exp", "first", "second"]  # no lock left
+
+
+def test_ctrl_c_during_an_export_puts_the_previous_one_back_and_exits_130(tmp_path):
+  from bert_tf import errors, run_folder
+  exp = tmp_path / "exp"
+  run = _fake_run(tmp_path, "run", exp)
+  runner._export(run, _FakeExportHooks("step 6"))
+  before = run_folder.export_record(run.options.output_dir, exp)
+  run.trainer.step = 7
+
+  def interrupt():  # after the new export is whole in place
+    raise KeyboardInterrupt
+
+  with pytest.raises(errors.Preempted) as stopped:
+    runner._export(run, _FakeExportHooks("step 7", after=interrupt))
+  assert stopped.value.exit_code == 130
+  assert str(stopped.value) == (
+      "interrupted during the export to %s; it holds what it held before, and --output_dir=%s "
+      "is kept: run the same command again to export." % (exp, run.options.output_dir))
+  assert stopped.value.__cause__ is None and stopped.value.__suppress_context__
+  assert (exp / "variables" / "variables.data-00000-of-00001").read_text() == "step 6"
+  assert run_folder.export_record(run.options.output_dir, exp) == before
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["exp", "run"]
+
+
+def test_an_export_lock_that_cannot_be_written_is_one_line(tmp_path):
+  from bert_tf import export
+  (tmp_path / ".exp.bert_tf_export.lock").mkdir()  # in the way of the lock file
+  with pytest.raises(UserInputError, match=r"Cannot export to .*exp: its lock file "
+                                           r".*\.exp\.bert_tf_export\.lock cannot be written"):
+    with export.locked(str(tmp_path / "exp")):
+      pass

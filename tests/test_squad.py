@@ -240,14 +240,15 @@ def test_train_predict_evaluate_v2_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
-def test_export_dir_writes_an_answering_savedmodel(tmp_path):
+def test_export_dir_writes_an_answering_savedmodel(tmp_path, script_session):
   from conftest import TINY_CKPT, TINY_CONFIG
   from bert_tf import export
-  result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
-                      "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=64",
-                      "--doc_stride=32", "--max_query_length=16",
-                      "--export_dir=%s" % (tmp_path / "export"),
-                      "--output_dir=%s" % (tmp_path / "out"))
+  args = ["--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
+          "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=64", "--doc_stride=32",
+          "--max_query_length=16", "--export_dir=%s" % (tmp_path / "export"),
+          "--output_dir=%s" % (tmp_path / "out")]
+  run_squad = script_session("run_squad.py")
+  result = run_squad(*args)
   assert result.returncode == 0, result.stderr
   assert export.read_metadata(str(tmp_path / "export"))["task"] == "squad"
   model = tf.saved_model.load(str(tmp_path / "export"))
@@ -257,6 +258,13 @@ def test_export_dir_writes_an_answering_savedmodel(tmp_path):
   start, end = int(out["start_char"][0]), int(out["end_char"][0])
   answer = out["answer"].numpy()[0].decode("utf-8")
   assert answer and context[start:end] == answer
+  # Answer selection is in the graph: a re-run choosing answers otherwise replaces the export.
+  again = run_squad(*args, "--max_answer_length=10", "--n_best_size=5")
+  assert again.returncode == 0, again.stderr
+  assert ("Replaced this run's earlier export in %s: max_answer_length was 30, now 10; "
+          "n_best_size was 20, now 5." % (tmp_path / "export")) in again.stderr
+  metadata = export.read_metadata(str(tmp_path / "export"))
+  assert (metadata["max_answer_length"], metadata["n_best_size"]) == (10, 5)
 
 
 def test_get_final_text_follows_strip_accents():
