@@ -153,7 +153,8 @@ def recorded_export(output_dir, export_dir):
 
 
 # How export_changes names a source key whose value is not worth printing.
-_DESCRIBED = {"step": "the weights' training step", "bert_config": "the BERT config",
+_DESCRIBED = {"step": "the weights' training step", "weights_sha1": "the weights' values",
+              "bert_config": "the BERT config",
               "vocab_sha1": "the vocab's content", "labels": "the labels"}
 
 

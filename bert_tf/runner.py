@@ -209,10 +209,12 @@ class ExportInterrupted(Preempted):
 
 def export_source(run, hooks):
   """Everything the export is built from, as it reads back from exports.json: the weights
-  (their step and --init_checkpoint), the model, tokenizer and precision, and the task's
-  export_settings."""
+  (their step, --init_checkpoint and a digest of their values: a run retrained to the same
+  step, or a checkpoint replaced at the same path, is other weights), the model, tokenizer
+  and precision, and the task's export_settings."""
   options = run.options
-  source = {"step": run.trainer.step, "init_checkpoint": options.init_checkpoint,
+  source = {"step": run.trainer.step, "weights_sha1": weights_digest(run.trainer.model),
+            "init_checkpoint": options.init_checkpoint,
             "bert_config": run.config.to_dict(), "max_seq_length": options.max_seq_length,
             "inference_precision": options.inference_precision}
   if hooks.uses_tokenizer:
@@ -220,6 +222,16 @@ def export_source(run, hooks):
                   do_lower_case=options.do_lower_case, strip_accents=options.strip_accents)
   source.update(hooks.export_settings(run))
   return json.loads(json.dumps(source))
+
+
+def weights_digest(model):
+  """sha1 of a model's weights: each one's path, dtype, shape and values, in model order."""
+  digest = hashlib.sha1()
+  for weight in model.weights:
+    value = np.ascontiguousarray(keras.ops.convert_to_numpy(weight))
+    digest.update(("%s %s %s\n" % (weight.path, value.dtype, value.shape)).encode("utf-8"))
+    digest.update(value.tobytes())
+  return digest.hexdigest()
 
 
 def _export(run, hooks):

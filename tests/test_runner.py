@@ -10,6 +10,8 @@ import subprocess
 import sys
 
 from absl import flags
+import keras
+import numpy as np
 import pytest
 
 from bert_tf import checks, runner, runner_flags, tokenization
@@ -455,7 +457,37 @@ def _fake_run(tmp_path, name, export_dir, step=6, **options):
   out.mkdir()
   options = runner.RunOptions(output_dir=str(out), export_dir=str(export_dir),
                               vocab_file=VOCAB_UNCASED, **options)
-  return runner.Run(options, tiny_config(), None, trainer=types.SimpleNamespace(step=step))
+  model = types.SimpleNamespace(weights=[keras.Variable(np.arange(4.0), name="kernel")])
+  return runner.Run(options, tiny_config(), None,
+                    trainer=types.SimpleNamespace(step=step, model=model))
+
+
+def test_an_export_of_other_weights_at_the_same_step_is_replaced(tmp_path, caplog):
+  import logging
+  caplog.set_level(logging.INFO)
+  exp = tmp_path / "exp"
+  run = _fake_run(tmp_path, "run", exp)
+  runner._export(run, _FakeExportHooks("first weights"))
+  runner._export(run, _FakeExportHooks("first weights"))
+  assert "Kept the SavedModel in %s" % exp in caplog.text
+  run.trainer.model.weights[0].assign(np.array([0.0, 1.0, 2.0, 3.5]))  # retrained, same step
+  caplog.clear()
+  runner._export(run, _FakeExportHooks("second weights"))
+  assert "the weights' values changed" in caplog.text
+  assert (exp / "variables" / "variables.data-00000-of-00001").read_text() == "second weights"
+
+
+def test_weights_digest_follows_every_value_name_and_shape():
+  import types
+  def digest(*weights):
+    return runner.weights_digest(types.SimpleNamespace(weights=list(weights)))
+  base = digest(keras.Variable(np.zeros((2, 3)), name="a"))
+  assert base == digest(keras.Variable(np.zeros((2, 3)), name="a"))
+  assert base != digest(keras.Variable(np.zeros((3, 2)), name="a"))
+  assert base != digest(keras.Variable(np.zeros((2, 3)), name="b"))
+  changed = np.zeros((2, 3))
+  changed[1, 2] = 1e-7
+  assert base != digest(keras.Variable(changed, name="a"))
 
 
 def test_two_runs_exporting_to_one_folder_take_turns_and_the_second_stops(tmp_path, caplog):
