@@ -120,6 +120,10 @@ def _name(delimiter):
   return {",": "a comma", "\t": "a tab"}[delimiter]
 
 
+class _DuplicateKey(Exception):
+  """A key twice in one JSON object (json keeps the last one silently)."""
+
+
 def _jsonl(path, text):
   """[(line, object)] of a JSONL text (blank lines skipped); a key may appear once a line."""
 
@@ -127,7 +131,7 @@ def _jsonl(path, text):
     keys = [k for k, _ in pairs]
     for key in keys:
       if keys.count(key) > 1:
-        raise ValueError("the key %r appears twice; rename one" % key)
+        raise _DuplicateKey(key)
     return dict(pairs)
 
   records = []
@@ -136,6 +140,9 @@ def _jsonl(path, text):
       continue
     try:
       record = json.loads(line, object_pairs_hook=distinct)
+    except _DuplicateKey as e:
+      raise UserInputError("%s line %d: the key %r appears twice in the object; rename one." %
+                           (path, number, e.args[0])) from None
     except ValueError as e:
       raise UserInputError("%s line %d is not a JSON object (%s); write one object a line, "
                            "e.g. {\"text\": \"...\", \"label\": \"...\"}." % (path, number, e)
@@ -256,7 +263,8 @@ def label_value(path, row, problem_type, delimiter):
     names = [_name_of(item) for item in items]
     return tuple(dict.fromkeys(n for n in names if n))
   if _is_empty(value):
-    raise UserInputError("%s line %d: empty label; fill it in or remove the row." %
+    raise UserInputError("%s line %d: empty label; fill it in or remove the row (an empty "
+                         "label means no label only with --problem_type=multi_label)." %
                          (path, row.line))
   if isinstance(value, (list, dict)):
     raise UserInputError("%s line %d: the label %s is a list, but --problem_type=%s wants one "
@@ -314,11 +322,18 @@ def from_flag(values):
   return names
 
 
-def unknown_labels(path, rows, problem_type, labels):
-  """{name: first line} of the label names of `rows` that are not among `labels`."""
+def unknown_labels(path, rows, problem_type, labels, given=False):
+  """The names of `rows` (read by with_labels) not among `labels`, as "'name' (line n), ...";
+  None when all are known. `given`: `labels` is --labels, and an unknown name is an error."""
   known, unknown = set(labels), {}
   for r in rows:
     for name in (r.label if problem_type == "multi_label" else [r.label]):
       if name not in known:
         unknown.setdefault(name, r.line)
-  return unknown
+  if not unknown:
+    return None
+  listed = ", ".join("%r (line %d)" % item for item in unknown.items())
+  if given:
+    raise UserInputError("%s names labels not in --labels=%s: %s; add them there, or fix the "
+                         "rows." % (path, ",".join(labels), listed))
+  return listed

@@ -50,11 +50,7 @@ def from_training(path, rows, problem_type, given, delimiter, weights_spec):
   labels = None
   if problem_type != "regression":
     if given:
-      unknown = data.unknown_labels(path, rows, problem_type, given)
-      if unknown:
-        name, line = next(iter(unknown.items()))
-        raise UserInputError("%s line %d: the label %r is not in --labels=%s; add it there, or "
-                             "fix the row." % (path, line, name, ",".join(given)))
+      data.unknown_labels(path, rows, problem_type, given, given=True)
     labels = data.label_order(data.names_in(rows, problem_type), given)
     if len(labels) < (1 if problem_type == "multi_label" else 2):
       raise UserInputError("%s has the labels %s: a %s run needs at least %s; add rows of "
@@ -134,12 +130,7 @@ def check_known(path, rows, schema, given):
   warning (they count as wrong)."""
   if schema.problem_type == "regression":
     return
-  unknown = data.unknown_labels(path, rows, schema.problem_type, schema.labels)
-  if not unknown:
-    return
-  listed = ", ".join("%r (line %d)" % item for item in unknown.items())
-  if given:
-    raise UserInputError("%s names labels not in --labels=%s: %s; add them there, or fix the "
-                         "rows." % (path, ",".join(given), listed))
-  logging.warning("%s names labels never seen in training: %s; the model cannot predict them, "
-                  "so those rows count as wrong.", path, listed)
+  listed = data.unknown_labels(path, rows, schema.problem_type, schema.labels, bool(given))
+  if listed:
+    logging.warning("%s names labels never seen in training: %s; the model cannot predict them, "
+                    "so those rows count as wrong.", path, listed)
