@@ -398,6 +398,10 @@ class OwnDataHooks(runner.TaskHooks):
 
 
 _OWN_FILES = ("train_file", "eval_file", "predict_file")
+_OWN_FLAGS = ("text_column", "text_b_column", "label_column", "id_column", "labels",
+              "problem_type", "label_delimiter", "threshold", "class_weights")
+_GLUE_FLAGS = ("data_dir", "write_glue_submission", "xnli_language", "long_document",
+               "doc_stride", "window_pooling")
 
 
 def main(_):
@@ -406,9 +410,17 @@ def main(_):
       raise UserInputError("--task_name=%s reads GLUE's files from --data_dir, --train_file/"
                            "--eval_file/--predict_file your own: pass one or the other."
                            % FLAGS.task_name)
+    glue_only = [name for name in _GLUE_FLAGS if FLAGS[name].present]
+    if glue_only:
+      raise UserInputError("--%s is for --task_name runs, not your own files "
+                           "(--train_file...); drop it." % glue_only[0])
     runner.main(OwnDataHooks, sys.modules[__name__], ["vocab_file", "bert_config_file",
                                                       "output_dir"])
     return
+  own_only = [name for name in _OWN_FLAGS if FLAGS[name].present]
+  if own_only:
+    raise UserInputError("--%s is for your own files (--train_file, --eval_file, "
+                         "--predict_file), not --task_name runs; drop it." % own_only[0])
   runner.main(ClassifierHooks, sys.modules[__name__],
               ["data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir"])
 

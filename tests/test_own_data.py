@@ -347,6 +347,10 @@ def test_each_problem_type_trains_predicts_names_and_exports_the_same_answers(
   # Bad input: one line, exit 2, before any training.
   both = run(*_common(tmp_path, "both", single), "--task_name=MRPC")
   assert both.returncode == 2 and "pass one or the other" in both.stderr
+  glue = run("--task_name=MRPC", "--data_dir=%s" % tmp_path, "--text_column=a",
+             "--vocab_file=" + VOCAB_UNCASED, "--bert_config_file=" + TINY_CONFIG,
+             "--output_dir=%s" % (tmp_path / "glue"), "--do_train")
+  assert glue.returncode == 2 and "--text_column is for your own files" in glue.stderr
   bad = _write(tmp_path, "bad.csv", "text,label\nhi,x\nho\n")
   broken = run(*_common(tmp_path, "broken", bad))
   assert broken.returncode == 2
