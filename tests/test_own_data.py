@@ -356,3 +356,23 @@ def test_each_problem_type_trains_predicts_names_and_exports_the_same_answers(
   assert broken.returncode == 2
   assert "bad.csv line 3 has 1 fields, the header 2" in broken.stderr
   assert not (tmp_path / "broken" / "train.tf_record").exists()
+
+
+def test_a_run_that_does_not_train_reads_the_recorded_labels(tmp_path):
+  from bert_tf.tasks.own_data import labels
+  out, glue_run = tmp_path / "out", tmp_path / "glue"
+  (glue_run / "training_state").mkdir(parents=True)
+  out.mkdir()
+  (glue_run / "training_state" / "settings.json").write_text(json.dumps(
+      {"task_name": "mrpc", "labels": ["0", "1"]}))
+  schema = labels.from_trained(str(out), str(glue_run / "model.ckpt-3"), None, None)
+  assert schema == labels.Schema("single_label", ["0", "1"])
+  labels.write(str(out), labels.Schema("multi_label", ["b", "a"], [2.0, 1.0]))
+  assert labels.from_trained(str(out), None, None, ["a", "b"]) == labels.Schema(
+      "multi_label", ["b", "a"], [2.0, 1.0])
+  assert "--problem_type=regression, but the model was trained as multi_label" in _error(
+      labels.from_trained, str(out), None, "regression", None)
+  assert "--labels=a,c are not the labels the model was trained on (b,a" in _error(
+      labels.from_trained, str(out), None, None, ["a", "c"])
+  assert "train first (--do_train), or pass --labels and --problem_type" in _error(
+      labels.from_trained, str(tmp_path / "none"), None, None, ["a"])

@@ -79,9 +79,14 @@ def recorded(output_dir, init_checkpoint):
                            "pass --init_checkpoint of the trained model." % (path, e)) from None
   if init_checkpoint:
     record = run_folder.recorded_settings(init_checkpoint)
+    where = run_folder.settings_path(run_folder.checkpoint_folder(init_checkpoint))
     if record.get("problem_type") in data.PROBLEM_TYPES:
-      return _schema(record), run_folder.settings_path(
-          run_folder.checkpoint_folder(init_checkpoint))
+      return _schema(record), where
+    if record.get("task_name"):  # a GLUE run's: STS-B is a regression, the others name labels
+      if record.get("labels") is None:
+        return Schema("regression", None), where
+      if isinstance(record["labels"], list):
+        return Schema("single_label", [str(x) for x in record["labels"]]), where
   return None, None
 
 
