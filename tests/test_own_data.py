@@ -105,6 +105,7 @@ def _labeled(values):
     ([2.5, 1], "regression", "has a fraction"),
     (["a|b", "c", ""], "multi_label", "line 2's label 'a|b' holds --label_delimiter=|"),
     ([["a"], []], "multi_label", "JSON lists (line 2)"),
+    ([float("nan"), 1.5], "single_label", "the labels are names"),
 ])
 def test_the_problem_type_is_read_from_the_labels_and_says_why(values, expected, why):
   problem_type, reason = data.infer_problem_type("f", _labeled(values), "|")
@@ -134,6 +135,8 @@ def test_label_values_of_each_problem_type():
     (None, "regression", "f line 2: empty label"),
     ("high", "regression", "f line 2: the label \"high\" is not a number"),
     (["a"], "single_label", "pass --problem_type=multi_label"),
+    ({"a": 1}, "single_label", "the label {\"a\": 1} is a JSON object; write a name"),
+    (float("nan"), "regression", "the label NaN is not a number"),
 ])
 def test_bad_label_values(value, problem_type, expected):
   assert expected in _error(data.with_labels, "f", _labeled([value]), problem_type, "|")

@@ -202,14 +202,12 @@ def _kind(value):
 
 
 def _number(value):
-  """The float of a number or numeric text, else None."""
-  if _kind(value) == "number":
-    return float(value)
+  """The float of a finite number or numeric text, else None."""
   try:
     number = float(value)
-  except (TypeError, ValueError):
+  except (TypeError, ValueError, OverflowError):
     return None
-  return number if math.isfinite(number) else None
+  return number if math.isfinite(number) and not isinstance(value, bool) else None
 
 
 def _is_empty(value):
@@ -266,7 +264,10 @@ def label_value(path, row, problem_type, delimiter):
     raise UserInputError("%s line %d: empty label; fill it in or remove the row (an empty "
                          "label means no label only with --problem_type=multi_label)." %
                          (path, row.line))
-  if isinstance(value, (list, dict)):
+  if isinstance(value, dict):
+    raise UserInputError("%s line %d: the label %s is a JSON object; write a name, a number or "
+                         "a list of names." % (path, row.line, json.dumps(value)))
+  if isinstance(value, list):
     raise UserInputError("%s line %d: the label %s is a list, but --problem_type=%s wants one "
                          "%s a row; pass --problem_type=multi_label." % (
                              path, row.line, json.dumps(value), problem_type,
