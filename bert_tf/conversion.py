@@ -5,6 +5,7 @@ writes Google's files; hf_checkpoints.py writes HF folders); this module checks 
 output folder and the vocab, and chooses the casing written for transformers.
 """
 
+import json
 import os
 
 from bert_tf import checkpoints, checks, hf_checkpoints, run_folder, tokenization
@@ -98,4 +99,10 @@ def convert_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None
                                                    vocab_file, do_lower_case, strip_accents,
                                                    source=source.path,
                                                    labels=recorded.get("labels"))
+  if recorded.get("problem_type") == "multi_label":  # run_classifier on the user's own files
+    # transformers reads a head through one sigmoid per label only when config.json says so.
+    path = os.path.join(output_dir, hf_checkpoints.CONFIG_NAME)
+    with open(path, encoding="utf-8") as f:
+      hf_config = json.load(f)
+    hf_checkpoints.write_json(path, dict(hf_config, problem_type="multi_label_classification"))
   return architecture, do_lower_case

@@ -334,6 +334,13 @@ def test_each_problem_type_trains_predicts_names_and_exports_the_same_answers(
   assert [[x.decode() for x in row if x] for row in answer["labels"]] == [
       lines[0]["labels"], lines[3]["labels"]]
 
+  # Converted to Hugging Face, the head keeps its names and reads through sigmoids.
+  from bert_tf import conversion
+  conversion.convert_to_hf(str(tmp_path / "multi" / "model.ckpt-1"), str(tmp_path / "multi_hf"))
+  hf_config = json.load(open(tmp_path / "multi_hf" / "config.json"))
+  assert hf_config["id2label"] == {"0": "money", "1": "sport"}
+  assert hf_config["problem_type"] == "multi_label_classification"
+
   regression = _write(tmp_path, "pairs.tsv", REGRESSION)
   done = run(*_common(tmp_path, "regression", regression, "--text_column=a",
                       "--text_b_column=b", "--label_column=score"))
