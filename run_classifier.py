@@ -13,6 +13,8 @@ submission files:
 Tasks: cola, mnli, mnli-mm, mrpc, xnli, sst-2, qqp, qnli, rte, wnli, sts-b.
 Re-running the same command resumes training from --output_dir. --long_document=windows reads
 texts longer than --max_seq_length whole, as windows (docs/runners.md).
+Your own .csv/.tsv/.jsonl files instead of a GLUE task: --train_file, --eval_file,
+--predict_file (single-label, multi-label or regression; docs/runners.md, "Your own data").
 """
 
 import dataclasses
@@ -53,7 +55,7 @@ flags.DEFINE_enum("window_pooling", None, list(glue_windows.POOLINGS),
                   "likely to be the first label decides (a yes/no task with no first, such as a "
                   "topic: yes when any window says yes) (default %s)."
                   % glue_windows.DEFAULT_POOLING)
-# Your own file (no --task_name): bert_tf/tasks/own_data, docs/runners.md#your-own-data.
+# Your own files (no --task_name): bert_tf/tasks/own_data, docs/runners.md "Your own data".
 flags.DEFINE_string("train_file", None,
                     "Your own labeled training file, .csv, .tsv or .jsonl (the format from the "
                     "extension), instead of --task_name and --data_dir.")
