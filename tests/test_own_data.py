@@ -386,3 +386,18 @@ def test_a_run_that_does_not_train_reads_the_recorded_labels(tmp_path):
       labels.from_trained, str(out), None, None, ["a", "c"])
   assert "train first (--do_train), or pass --labels and --problem_type" in _error(
       labels.from_trained, str(tmp_path / "none"), None, None, ["a"])
+
+
+def test_training_labels_order_and_refusals():
+  from bert_tf.tasks.own_data import labels
+  rows = _labeled(["b", "a|c", ""])
+  schema = labels.from_training("f", rows, None, None, "|", "none")
+  assert schema == labels.Schema("multi_label", ["a", "b", "c"])
+  assert labels.from_training("f", rows, None, ["c", "b", "a"], "|", "none").labels == [
+      "c", "b", "a"]
+  assert "f names labels not in --labels=a,b: 'c' (line 3)" in _error(
+      labels.from_training, "f", rows, None, ["a", "b"], "|", "none")
+  assert "trains a regression (every label is a number" in _error(
+      labels.from_training, "f", _labeled(["0.5", "1"]), None, ["a"], "|", "none")
+  assert "a single_label run needs at least two" in _error(
+      labels.from_training, "f", _labeled(["a", "a"]), None, None, "|", "none")

@@ -46,6 +46,10 @@ def from_training(path, rows, problem_type, given, delimiter, weights_spec):
   else:
     problem_type, why = data.infer_problem_type(path, rows, delimiter)
   logging.info("Problem type: %s (%s).", problem_type, why)
+  if problem_type == "regression" and given:
+    raise UserInputError("--labels=%s names the labels of a classifier, and %s trains a "
+                         "regression (%s): drop --labels, or pass --problem_type=single_label." %
+                         (",".join(given), path, why))
   rows = data.with_labels(path, rows, problem_type, delimiter)
   labels = None
   if problem_type != "regression":
