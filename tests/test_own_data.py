@@ -401,3 +401,26 @@ def test_training_labels_order_and_refusals():
       labels.from_training, "f", _labeled(["0.5", "1"]), None, ["a"], "|", "none")
   assert "a single_label run needs at least two" in _error(
       labels.from_training, "f", _labeled(["a", "a"]), None, None, "|", "none")
+
+
+def test_the_model_losses_use_the_weights_and_survive_its_config():
+  from bert_tf.tasks.own_data import model
+  from bert_tf.config import BertConfig
+  config = BertConfig.from_json_file(TINY_CONFIG)
+  single = model.OwnDataModel(config, num_labels=2, class_weights=[2.0, 0.5])
+  again = model.OwnDataModel.from_config(single.get_config())
+  assert (again.problem_type, again.class_weights, again.regression) == (
+      "single_label", [2.0, 0.5], False)
+  logits = np.array([[0.0, math.log(3.0)], [0.0, 0.0]], np.float32)
+  losses = again.per_example_losses(logits, {"label_ids": np.array([[0], [1]])})
+  np.testing.assert_allclose(losses["classification"], [2 * math.log(4), 0.5 * math.log(2)],
+                             rtol=1e-6)
+  multi = model.OwnDataModel(config, num_labels=2, problem_type="multi_label",
+                             class_weights=[3.0, 2.0])
+  losses = multi.per_example_losses(logits[:1], {"label_ids": np.array([[1.0, 0.0]])})
+  np.testing.assert_allclose(losses["classification"], [(3 * math.log(2) + math.log(4)) / 2],
+                             rtol=1e-6)
+  regression = model.OwnDataModel(config, num_labels=1, problem_type="regression")
+  losses = regression.per_example_losses(np.array([[1.5]], np.float32),
+                                         {"label_ids": np.array([[0.5]])})
+  np.testing.assert_allclose(losses["classification"], [1.0])
