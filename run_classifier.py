@@ -13,8 +13,11 @@ submission files:
 Tasks: cola, mnli, mnli-mm, mrpc, xnli, sst-2, qqp, qnli, rte, wnli, sts-b.
 Re-running the same command resumes training from --output_dir. --long_document=windows reads
 texts longer than --max_seq_length whole, as windows (docs/runners.md).
+Your own .csv/.tsv/.jsonl files instead of a GLUE task: --train_file, --eval_file,
+--predict_file (single-label, multi-label or regression; docs/runners.md, "Your own data").
 """
 
+import dataclasses
 import random
 import sys
 
@@ -25,8 +28,9 @@ import tensorflow as tf
 
 from bert_tf import checks, cli, runner, runner_flags
 from bert_tf.errors import UserInputError
-from bert_tf.tasks import glue
+from bert_tf.tasks import glue, own_data
 from bert_tf.tasks.glue import windows as glue_windows
+from bert_tf.tasks.own_data import data as own_data_files, labels as own_labels
 
 FLAGS = flags.FLAGS
 
@@ -51,6 +55,33 @@ flags.DEFINE_enum("window_pooling", None, list(glue_windows.POOLINGS),
                   "likely to be the first label decides (a yes/no task with no first, such as a "
                   "topic: yes when any window says yes) (default %s)."
                   % glue_windows.DEFAULT_POOLING)
+# Your own files (no --task_name): bert_tf/tasks/own_data, docs/runners.md "Your own data".
+flags.DEFINE_string("train_file", None,
+                    "Your own labeled training file, .csv, .tsv or .jsonl (the format from the "
+                    "extension), instead of --task_name and --data_dir.")
+flags.DEFINE_string("eval_file", None, "Your own labeled file to evaluate on (as --train_file).")
+flags.DEFINE_string("predict_file", None,
+                    "Your own file to predict (as --train_file; the label column may be absent).")
+flags.DEFINE_string("text_column", "text", "With --train_file...: the column of the text.")
+flags.DEFINE_string("text_b_column", None,
+                    "With --train_file...: the column of a pair's second text.")
+flags.DEFINE_string("label_column", "label", "With --train_file...: the column of the label.")
+flags.DEFINE_string("id_column", None,
+                    "With --train_file...: a column copied to each line of predictions.jsonl.")
+flags.DEFINE_list("labels", None,
+                  "With --train_file...: the label names in output order (default: the "
+                  "training file's, sorted).")
+flags.DEFINE_enum("problem_type", None, list(own_data.PROBLEM_TYPES),
+                  "With --train_file...: the problem type (default: read from the label "
+                  "column; the log says which and why).")
+flags.DEFINE_string("label_delimiter", "|",
+                    "With --train_file...: what separates a multi-label CSV/TSV field's names.")
+flags.DEFINE_float("threshold", 0.5,
+                   "With --train_file... and multi_label: a label is predicted when its "
+                   "probability is over this.")
+flags.DEFINE_string("class_weights", "none",
+                    "With --train_file...: none, balanced (from the training label counts) or "
+                    "one weight per label, comma-separated, in label order.")
 runner_flags.define_finetuning_flags(
     export_help="If set, write a SavedModel here: `serving_default` takes raw text, "
                 "`serve_ids` takes word ids.")
@@ -252,7 +283,159 @@ class ClassifierHooks(runner.TaskHooks):
                       windows=self.windows)
 
 
+class OwnDataHooks(runner.TaskHooks):
+  """Your own labeled files (--train_file, --eval_file, --predict_file): single-label,
+  multi-label or regression, label names kept with the run (bert_tf/tasks/own_data).
+
+  What the hooks derive from the files (the rows, the schema) is computed on first use by
+  whichever hook needs it and memoized, the same whichever asks first."""
+
+  eval_with_predictions = True  # the metrics need each row's prediction
+  FILES = {"train": "train_file", "eval": "eval_file", "predict": "predict_file"}
+
+  def __init__(self, task_flags):
+    self.flags = f = task_flags
+    self.columns = own_data.Columns(f.text_column, f.text_b_column, f.label_column, f.id_column,
+                                    f.label_delimiter)
+    self.given = own_data_files.from_flag(f.labels)
+    self.memo = {}
+
+  def check(self, options):
+    for split, action in runner.SPLITS:
+      path = getattr(self.flags, self.FILES[split])
+      if getattr(options, action) and not path:
+        raise UserInputError("--%s needs --%s=<your .csv, .tsv or .jsonl file>." %
+                             (action, self.FILES[split]))
+      if path:
+        own_data_files.file_format(path, "--" + self.FILES[split])
+    if not 0 < self.flags.threshold < 1:
+      raise UserInputError("--threshold=%s must be between 0 and 1." % self.flags.threshold)
+    if not self.flags.label_delimiter:
+      raise UserInputError("--label_delimiter must not be empty; pass e.g. --label_delimiter='|'.")
+    if not options.do_train:  # fails now when there are no labels to predict with
+      self.schema(options)
+
+  def path(self, split):
+    return getattr(self.flags, self.FILES[split])
+
+  def rows(self, split):
+    """The rows of the split's file, labels as the file holds them (memoized)."""
+    if split not in self.memo:
+      self.memo[split] = own_data_files.read_rows(
+          self.path(split), self.columns, "--" + self.FILES[split], split != "predict")
+    return self.memo[split]
+
+  def schema(self, options):
+    """Problem type, labels and class weights: the training file's, or the trained model's."""
+    if "schema" not in self.memo:
+      f = self.flags
+      self.memo["schema"] = (
+          own_labels.from_training(self.path("train"), self.rows("train"), f.problem_type,
+                                   self.given, f.label_delimiter, f.class_weights)
+          if options.do_train else
+          own_labels.from_trained(options.output_dir, options.init_checkpoint, f.problem_type,
+                                  self.given))
+    return self.memo["schema"]
+
+  def read_examples(self, run, split):
+    rows, schema = self.rows(split), self.schema(run.options)
+    if split == "predict":
+      return [dataclasses.replace(row, label=None) for row in rows]
+    rows = own_data_files.with_labels(self.path(split), rows, schema.problem_type,
+                                      self.flags.label_delimiter)
+    if split == "eval":
+      own_labels.check_known(self.path(split), rows, schema, self.given)
+    return rows
+
+  def encode(self, run, split, examples):
+    schema = self.schema(run.options)
+    for row in examples:
+      yield own_data.encode_row(row, run.options.max_seq_length, run.tokenizer,
+                                schema.problem_type, schema.labels, split != "predict")
+
+  def feature_spec(self, run, split):
+    schema = self.schema(run.options)
+    return own_data.feature_spec(run.options.max_seq_length, schema.problem_type,
+                                 schema.num_labels)
+
+  def make_task(self, run):
+    schema = self.schema(run.options)
+    return own_data.OwnDataTask(run.config, schema.num_labels, schema.problem_type,
+                                schema.class_weights, **run.options.task_options())
+
+  def settings(self, run):
+    """The problem type, labels and class weights shape the head and its loss."""
+    return self.schema(run.options).record()
+
+  def head_labels(self, run):
+    labels = self.schema(run.options).labels
+    return None if labels is None else ("classifier", labels, "--labels")
+
+  def on_start(self, run):
+    if run.options.do_train and run.trainer.chief:
+      own_labels.write(run.options.output_dir, self.schema(run.options))
+
+  def postprocess_eval(self, run, examples, result, outputs):
+    schema, n = self.schema(run.options), len(examples)
+    gold = [row.label for row in examples]
+    if schema.problem_type == "regression":
+      result.update(own_data.regression_metrics(outputs["predictions"][:n], gold))
+    elif schema.problem_type == "multi_label":
+      result.update(own_data.multi_label_metrics(
+          outputs["probabilities"][:n], [[name in g for name in schema.labels] for g in gold],
+          schema.labels, self.flags.threshold))
+    else:
+      ids = [schema.labels.index(g) if g in schema.labels else -1 for g in gold]
+      result.update(own_data.single_label_metrics(
+          np.argmax(outputs["probabilities"][:n], axis=-1), ids, schema.labels))
+    return result
+
+  def postprocess_predict(self, run, examples, outputs):
+    schema = self.schema(run.options)
+    values = outputs["predictions" if schema.problem_type == "regression" else "probabilities"]
+    path = run.output_path("predictions.jsonl")
+    own_data.write_predictions(path, examples, schema.problem_type, schema.labels,
+                               values[:len(examples)], self.flags.threshold,
+                               self.columns.id is not None)
+    logging.info("Wrote %d predictions to %s", len(examples), path)
+
+  def export_settings(self, run):
+    """The schema, the columns it reads and the threshold the multi-label export applies."""
+    return dict(self.schema(run.options).record(), pair=self.columns.text_b is not None,
+                threshold=self.flags.threshold)
+
+  def export(self, run):
+    from bert_tf.tasks.own_data.export import export_own_data
+    o = run.options
+    export_own_data(o.export_dir, run.serving_model(), o.vocab_file, o.do_lower_case,
+                    o.max_seq_length, self.schema(o), self.columns.text_b is not None,
+                    self.flags.threshold, strip_accents=o.strip_accents)
+
+
+_OWN_FILES = ("train_file", "eval_file", "predict_file")
+_OWN_FLAGS = ("text_column", "text_b_column", "label_column", "id_column", "labels",
+              "problem_type", "label_delimiter", "threshold", "class_weights")
+_GLUE_FLAGS = ("data_dir", "write_glue_submission", "xnli_language", "long_document",
+               "doc_stride", "window_pooling")
+
+
 def main(_):
+  if any(FLAGS[name].value for name in _OWN_FILES):
+    if FLAGS.task_name:
+      raise UserInputError("--task_name=%s reads GLUE's files from --data_dir, --train_file/"
+                           "--eval_file/--predict_file your own: pass one or the other."
+                           % FLAGS.task_name)
+    glue_only = [name for name in _GLUE_FLAGS if FLAGS[name].present]
+    if glue_only:
+      raise UserInputError("--%s is for --task_name runs, not your own files "
+                           "(--train_file...); drop it." % glue_only[0])
+    runner.main(OwnDataHooks, sys.modules[__name__], ["vocab_file", "bert_config_file",
+                                                      "output_dir"])
+    return
+  own_only = [name for name in _OWN_FLAGS if FLAGS[name].present]
+  if own_only:
+    raise UserInputError("--%s is for your own files (--train_file, --eval_file, "
+                         "--predict_file), not --task_name runs; drop it." % own_only[0])
   runner.main(ClassifierHooks, sys.modules[__name__],
               ["data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir"])
 

@@ -208,6 +208,8 @@ def problem_type(architecture, num_labels, recorded):
   """
   if architecture != names.HEAD_KINDS["classifier"].hf_architecture:
     return None
+  if recorded.get("problem_type") == "multi_label":  # run_classifier on the user's own files
+    return MULTI_LABEL
   if "labels" in recorded:
     return REGRESSION if recorded["labels"] is None else SINGLE_LABEL
   return REGRESSION if num_labels == 1 else None

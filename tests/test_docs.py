@@ -38,6 +38,8 @@ OVER_BUDGET = {
     "docs/tfhub.md": "tests/test_export_tfhub.py runs the encoder, preprocessor and hub.KerasLayer",
     ("docs/pretraining.md", "--pretraining_objective=ltr"):
         "tests/test_pretraining_objectives.py runs LTR pretraining and its fine-tuning",
+    ("README.md", "--train_file=data/own_data"):
+        "tests/test_own_data.py runs each problem type end to end, with its export",
 }
 SHELL, PYTHON = ("bash", "sh", "shell"), ("python",)
 SKIP_MARK = re.compile(r"^<!-- docs-test: skip \((.+)\) -->$")

@@ -1,0 +1,145 @@
+"""A run's problem type, label order and class weights: from the training file (and the flags)
+when it trains, else as recorded by the run that trained the model, so evaluating, predicting,
+resuming or exporting reads the model's output rows in the order it was trained with.
+
+The training run records them in its settings (training_state/settings.json, compared on
+resume) and in LABELS_FILE beside its checkpoints.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+from absl import logging
+import tensorflow as tf
+
+from bert_tf import run_folder
+from bert_tf.errors import UserInputError
+from bert_tf.tasks.own_data import data, weights
+
+LABELS_FILE = "classifier_labels.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Schema:
+  """What a model trained on the user's file predicts: the problem type, the label names in the
+  order of its output rows (None for regression) and the class weights of its loss."""
+  problem_type: str
+  labels: Optional[list]
+  class_weights: Optional[list] = None
+
+  def record(self):
+    return {"problem_type": self.problem_type, "labels": self.labels,
+            "class_weights": self.class_weights}
+
+  @property
+  def num_labels(self):
+    return len(self.labels) if self.labels else 1
+
+
+def from_training(path, rows, problem_type, given, delimiter, weights_spec):
+  """The schema of a run training on `rows` of `path`: the type (--problem_type, else read from
+  the labels), --labels (`given`) or the names sorted, and the weights; the log says each."""
+  if problem_type:
+    why = "--problem_type=%s" % problem_type
+  else:
+    problem_type, why = data.infer_problem_type(path, rows, delimiter)
+  logging.info("Problem type: %s (%s).", problem_type, why)
+  if problem_type == "regression" and given:
+    raise UserInputError("--labels=%s names the labels of a classifier, and %s trains a "
+                         "regression (%s): drop --labels, or pass --problem_type=single_label." %
+                         (",".join(given), path, why))
+  rows = data.with_labels(path, rows, problem_type, delimiter)
+  labels = None
+  if problem_type != "regression":
+    if given:
+      data.unknown_labels(path, rows, problem_type, given, given=True)
+    labels = data.label_order(data.names_in(rows, problem_type), given)
+    if len(labels) < (1 if problem_type == "multi_label" else 2):
+      raise UserInputError("%s has the labels %s: a %s run needs at least %s; add rows of "
+                           "other labels, or pass --labels." % (
+                               path, ",".join(labels) or "(none)", problem_type,
+                               "one" if problem_type == "multi_label" else "two"))
+    logging.info("Labels (%d, in output order): %s", len(labels), ",".join(labels))
+  class_weights = weights.class_weights(weights_spec, problem_type, labels, rows)
+  if class_weights:
+    logging.info("Class weights (--class_weights=%s): %s", weights_spec, ", ".join(
+        "%s=%.4g" % (name, w) for name, w in zip(labels, class_weights)))
+  return Schema(problem_type, labels, class_weights)
+
+
+def recorded(output_dir, init_checkpoint):
+  """(Schema, where) of the model trained in `output_dir`, else of the run that wrote
+  `init_checkpoint`; (None, None) when neither records one."""
+  path = os.path.join(output_dir, LABELS_FILE)
+  if tf.io.gfile.exists(path):
+    try:
+      with tf.io.gfile.GFile(path, "r") as f:
+        record = json.loads(f.read())
+      return _schema(record), path
+    except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
+      raise UserInputError("Labels file %s is damaged (%s): train again, or delete it and "
+                           "pass --init_checkpoint of the trained model." % (path, e)) from None
+  if init_checkpoint:
+    record = run_folder.recorded_settings(init_checkpoint)
+    where = run_folder.settings_path(run_folder.checkpoint_folder(init_checkpoint))
+    if record.get("problem_type") in data.PROBLEM_TYPES:
+      return _schema(record), where
+    if record.get("task_name"):  # a GLUE run's: STS-B is a regression, the others name labels
+      if record.get("labels") is None:
+        return Schema("regression", None), where
+      if isinstance(record["labels"], list):
+        return Schema("single_label", [str(x) for x in record["labels"]]), where
+  return None, None
+
+
+def _schema(record):
+  if record["problem_type"] not in data.PROBLEM_TYPES:
+    raise ValueError("unknown problem_type %r" % record["problem_type"])
+  labels = record.get("labels")
+  return Schema(record["problem_type"], None if labels is None else [str(x) for x in labels],
+                record.get("class_weights"))
+
+
+def from_trained(output_dir, init_checkpoint, problem_type, given):
+  """The schema of a run that does not train: the trained model's (--labels and
+  --problem_type, when given, must agree with it), else --labels with --problem_type."""
+  schema, where = recorded(output_dir, init_checkpoint)
+  if schema is None:
+    if problem_type == "regression":
+      return Schema("regression", None)
+    if not (given and problem_type):
+      raise UserInputError("No %s in --output_dir=%s and no labels recorded with "
+                           "--init_checkpoint: train first (--do_train), or pass --labels and "
+                           "--problem_type of the model." % (LABELS_FILE, output_dir))
+    return Schema(problem_type, list(given))
+  if problem_type and problem_type != schema.problem_type:
+    raise UserInputError("--problem_type=%s, but the model was trained as %s (recorded in %s): "
+                         "drop the flag." % (problem_type, schema.problem_type, where))
+  if given and sorted(given) != sorted(schema.labels or []):
+    raise UserInputError("--labels=%s are not the labels the model was trained on (%s, recorded "
+                         "in %s): pass those, or train a model on yours." % (
+                             ",".join(given), ",".join(schema.labels or []), where))
+  logging.info("Problem type %s and labels %s of the model (recorded in %s).",
+               schema.problem_type, ",".join(schema.labels or []) or "(none)", where)
+  return schema
+
+
+def write(output_dir, schema):
+  """Writes the schema beside the checkpoints of the run in `output_dir`."""
+  path = os.path.join(output_dir, LABELS_FILE)
+  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+    f.write(json.dumps(schema.record(), indent=2) + "\n")
+  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def check_known(path, rows, schema, given):
+  """Eval rows naming labels the model does not know: an error under --labels (`given`), else a
+  warning (they count as wrong)."""
+  if schema.problem_type == "regression":
+    return
+  listed = data.unknown_labels(path, rows, schema.problem_type, schema.labels, bool(given))
+  if listed:
+    logging.warning("%s names labels never seen in training: %s; the model cannot predict them, "
+                    "so those rows count as wrong.", path, listed)

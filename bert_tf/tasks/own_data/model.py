@@ -1,0 +1,93 @@
+"""The model of a run on the user's own file: run_classifier's classifier (same head, same
+checkpoint names) with the loss of its problem type, and the task that trains it.
+
+single_label: softmax cross-entropy, each example's loss times its label's class weight;
+multi_label: one sigmoid per label, binary cross-entropy averaged over the labels, a label's
+positive term times its weight (PyTorch's BCEWithLogitsLoss pos_weight); regression: the squared
+error (STS-B's). The loss is then averaged over the real examples, as Keras' class_weight does.
+"""
+
+from keras import ops
+
+from bert_tf import layers
+from bert_tf.tasks import base
+from bert_tf.tasks.glue.model import ClassificationTask, ClassifierModel
+
+
+def weighted_softmax_cross_entropy(logits, label_ids, class_weights=None):
+  """[N] cross-entropy of softmax(logits) against label ids, times the label's weight (a label
+  id outside the labels, -1, contributes 0)."""
+  loss = base.softmax_cross_entropy(logits, label_ids)
+  if class_weights is None:
+    return loss
+  ids = ops.reshape(ops.cast(label_ids, "int32"), (-1,))
+  weights = ops.take(ops.convert_to_tensor(class_weights, "float32"),
+                     ops.clip(ids, 0, len(class_weights) - 1))
+  return loss * weights
+
+
+def weighted_sigmoid_cross_entropy(logits, targets, pos_weights=None):
+  """[N] binary cross-entropy of sigmoid(logits) against 0/1 targets [N, labels], averaged over
+  the labels, the positive term of label j times pos_weights[j]:
+  -(w_j * y * log(sigmoid(x)) + (1 - y) * log(1 - sigmoid(x))), in a stable form."""
+  logits = ops.cast(logits, "float32")
+  targets = ops.cast(targets, "float32")
+  log_weight = 1.0 if pos_weights is None else 1.0 + (
+      ops.convert_to_tensor(pos_weights, "float32") - 1.0) * targets
+  # -log(sigmoid(x)) = softplus(-x); -log(1 - sigmoid(x)) = x + softplus(-x).
+  loss = (1.0 - targets) * logits + log_weight * ops.softplus(-logits)
+  return ops.mean(loss, axis=-1)
+
+
+@layers.serializable
+class OwnDataModel(ClassifierModel):
+  """ClassifierModel with the loss of `problem_type` and optional `class_weights` (one per
+  label: single_label class weights, multi_label positive weights)."""
+
+  def __init__(self, config, use_one_hot_embeddings=False, dtype=None, num_labels=2,
+               problem_type="single_label", class_weights=None, **kwargs):
+    kwargs.pop("regression", None)  # from get_config: problem_type says it
+    self.problem_type = problem_type
+    self.class_weights = None if class_weights is None else [float(w) for w in class_weights]
+    super().__init__(config, use_one_hot_embeddings, dtype=dtype, num_labels=num_labels,
+                     regression=problem_type == "regression", **kwargs)
+
+  def get_config(self):
+    return {**super().get_config(), "problem_type": self.problem_type,
+            "class_weights": self.class_weights}
+
+  def per_example_losses(self, logits, features):
+    if self.problem_type == "multi_label":
+      loss = weighted_sigmoid_cross_entropy(logits, features["label_ids"], self.class_weights)
+    elif self.problem_type == "single_label":
+      loss = weighted_softmax_cross_entropy(logits, features["label_ids"], self.class_weights)
+    else:
+      return super().per_example_losses(logits, features)
+    return {"classification": loss}
+
+
+class OwnDataTask(ClassificationTask):
+  """The task of a run on the user's file: eval_loss (and eval_accuracy for single_label),
+  and each row's probabilities (sigmoid per label for multi_label) or prediction."""
+
+  model_class = OwnDataModel
+
+  def __init__(self, config, num_labels, problem_type, class_weights=None, **options):
+    super().__init__(config, num_labels, problem_type == "regression", **options)
+    self.problem_type = problem_type
+    self.class_weights = class_weights
+
+  def model_args(self):
+    return {"num_labels": self.num_labels, "problem_type": self.problem_type,
+            "class_weights": self.class_weights}
+
+  def metrics(self, logits, features, losses, weights):
+    if self.problem_type != "multi_label":
+      return super().metrics(logits, features, losses, weights)
+    weights = weights["classification"]
+    return {"eval_loss": (ops.sum(weights * losses["classification"]), ops.sum(weights))}
+
+  def predictions(self, logits, features):
+    if self.problem_type == "multi_label":
+      return {"probabilities": ops.sigmoid(ops.cast(logits, "float32"))}
+    return super().predictions(logits, features)

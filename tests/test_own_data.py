@@ -1,0 +1,434 @@
+"""run_classifier on your own file (--train_file/--eval_file/--predict_file): the reader and its
+errors, the problem type and label order, class weights, the metrics and the weighted losses
+against hand-worked values, and one run of each problem type with its export."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from bert_tf.errors import UserInputError
+from bert_tf.tasks.own_data import data, metrics, postprocess, weights
+from bert_tf.tasks.own_data.data import Columns
+from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+
+COLUMNS = Columns()
+
+
+def _write(tmp_path, name, text, encoding="utf-8"):
+  path = tmp_path / name
+  path.write_bytes(text.encode(encoding) if isinstance(text, str) else text)
+  return str(path)
+
+
+def _read(tmp_path, name, text, columns=COLUMNS, needs_label=True):
+  return data.read_rows(_write(tmp_path, name, text), columns, "--train_file", needs_label)
+
+
+def _error(call, *args, **kwargs):
+  with pytest.raises(UserInputError) as error:
+    call(*args, **kwargs)
+  message = str(error.value)
+  assert "\n" not in message
+  return message
+
+
+# The reader.
+
+def test_csv_quoted_fields_keep_commas_tabs_and_newlines_and_a_bom_is_dropped(tmp_path):
+  rows = _read(tmp_path, "a.csv", '\ufefftext,label\n"one, two\tthree\nfour",x\n\nplain,"y"\n')
+  assert [(r.row, r.line, r.text_a, r.label) for r in rows] == [
+      (0, 2, "one, two\tthree\nfour", "x"), (1, 5, "plain", "y")]
+
+
+def test_tsv_pairs_ids_and_jsonl_rows(tmp_path):
+  columns = Columns(text="a", text_b="b", label="y", id="key")
+  rows = _read(tmp_path, "a.tsv", 'key\ta\tb\ty\nk1\t"x\ty"\tz\t0.5\n', columns)
+  assert [(r.id, r.text_a, r.text_b, r.label) for r in rows] == [("k1", "x\ty", "z", "0.5")]
+  rows = _read(tmp_path, "a.jsonl", '{"a": "x", "b": "z", "y": [1, "n"], "key": 7}\n\n', columns)
+  assert [(r.line, r.id, r.text_b, r.label) for r in rows] == [(1, 7, "z", [1, "n"])]
+
+
+def test_a_predict_file_may_lack_the_label_column(tmp_path):
+  rows = _read(tmp_path, "p.csv", "text\nhello\n", needs_label=False)
+  assert rows[0].label is None
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("a.csv", "sentence,label\nhi,x\n",
+     "a.csv line 1 has no column 'text' (its columns: sentence, label); pass --text_column="),
+    ("a.jsonl", '{"text": "hi", "y": 1}\n',
+     "a.jsonl line 1 has no key 'label' (its keys: text, y); pass --label_column="),
+    ("a.csv", "text,label\n  ,x\n", "a.csv line 2: empty text in 'text'; fill it in"),
+    ("a.jsonl", '{"text": "a", "label": "x"}\n{"text": "a", "label": "x"\n',
+     "a.jsonl line 2 is not a JSON object ("),
+    ("a.jsonl", '["a", "x"]\n', "a.jsonl line 1 is a JSON list, not an object"),
+    ("a.csv", "text,label\nhi,x\nhi,there,x\n",
+     "a.csv line 3 has 3 fields, the header 2 (text, label); quote a field that holds a comma"),
+    ("a.csv", "text,label,text\nhi,x,y\n",
+     "a.csv line 1: the column name 'text' appears twice in the header; rename one."),
+    ("a.jsonl", '{"text": "a", "label": "x", "text": "b"}\n',
+     "a.jsonl line 1: the key 'text' appears twice in the object; rename one."),
+    ("a.csv", "", "--train_file="),
+    ("a.csv", "text,label\n", "has no rows, only its header"),
+    ("a.txt", "text,label\nhi,x\n", "must be .csv, .tsv or .jsonl; rename the file"),
+])
+def test_bad_files_are_one_line_naming_the_file_line_and_fix(tmp_path, name, text, expected):
+  assert expected in _error(_read, tmp_path, name, text)
+
+
+def test_an_empty_file_says_what_it_needs(tmp_path):
+  message = _error(_read, tmp_path, "a.csv", "\n")
+  assert message.endswith("a.csv is empty; it needs a first line naming the columns, e.g. "
+                          "text,label.")
+
+
+def test_a_file_that_is_not_utf8_names_the_line(tmp_path):
+  path = _write(tmp_path, "a.csv", "text,label\nhi,x\ncaf\u00e9,y\n", encoding="latin-1")
+  message = _error(data.read_rows, path, COLUMNS, "--train_file")
+  assert message == "Data file %s is not UTF-8 text (bad byte at line 3); save it as UTF-8." % path
+
+
+# Labels: problem type, values, order.
+
+def _labeled(values):
+  return [data.Row(i, i + 2, "t", None, v) for i, v in enumerate(values)]
+
+
+@pytest.mark.parametrize("values, expected, why", [
+    (["pos", "neg", "pos"], "single_label", "the labels are names"),
+    (["1", "0", "2"], "single_label", "whole number"),
+    ([1, 0], "single_label", "whole number"),
+    (["0.5", "3", "1"], "regression", "line 2's (0.5) has a fraction"),
+    ([2.5, 1], "regression", "has a fraction"),
+    (["a|b", "c", ""], "multi_label", "line 2's label 'a|b' holds --label_delimiter=|"),
+    ([["a"], []], "multi_label", "JSON lists (line 2)"),
+    ([float("nan"), 1.5], "single_label", "the labels are names"),
+])
+def test_the_problem_type_is_read_from_the_labels_and_says_why(values, expected, why):
+  problem_type, reason = data.infer_problem_type("f", _labeled(values), "|")
+  assert problem_type == expected and why in reason
+
+
+def test_mixed_label_types_name_both_lines():
+  message = _error(data.infer_problem_type, "f.jsonl", _labeled([["a"], "b"]), "|")
+  assert message.startswith("f.jsonl line 3: the label \"b\" is a text, but line 2's ([\"a\"]) is "
+                            "a list;")
+  assert "line 3: the label 1 is a number" in _error(
+      data.infer_problem_type, "f.jsonl", _labeled(["a", 1]), "|")
+
+
+def test_label_values_of_each_problem_type():
+  rows = _labeled(["a| b|a", "", ["c", 2]])
+  assert [r.label for r in data.with_labels("f", rows, "multi_label", "|")] == [
+      ("a", "b"), (), ("c", "2")]
+  assert [r.label for r in data.with_labels("f", _labeled([1, " x ", True]), "single_label",
+                                            "|")] == ["1", "x", "true"]
+  assert [r.label for r in data.with_labels("f", _labeled(["1.5", 2]), "regression", "|")] == [
+      1.5, 2.0]
+
+
+@pytest.mark.parametrize("value, problem_type, expected", [
+    ("", "single_label", "f line 2: empty label; fill it in or remove the row"),
+    (None, "regression", "f line 2: empty label"),
+    ("high", "regression", "f line 2: the label \"high\" is not a number"),
+    (["a"], "single_label", "pass --problem_type=multi_label"),
+    ({"a": 1}, "single_label", "the label {\"a\": 1} is a JSON object; write a name"),
+    (float("nan"), "regression", "the label NaN is not a number"),
+])
+def test_bad_label_values(value, problem_type, expected):
+  assert expected in _error(data.with_labels, "f", _labeled([value]), problem_type, "|")
+
+
+def test_label_order_is_given_or_sorted_numbers_as_numbers():
+  assert data.label_order(["b", "a", "c"]) == ["a", "b", "c"]
+  assert data.label_order(["10", "2", "1"]) == ["1", "2", "10"]
+  assert data.label_order(["b", "a"], ["b", "a"]) == ["b", "a"]
+  assert "distinct" in _error(data.from_flag, ["a", "a"])
+
+
+def test_labels_outside_the_run_are_listed_or_an_error_under_labels():
+  rows = data.with_labels("f", _labeled(["a|z", "y", "a"]), "multi_label", "|")
+  assert data.unknown_labels("f", rows, "multi_label", ["a"]) == "'z' (line 2), 'y' (line 3)"
+  assert data.unknown_labels("f", rows[2:], "multi_label", ["a"]) is None
+  assert _error(data.unknown_labels, "f", rows, "multi_label", ["a"], given=True) == (
+      "f names labels not in --labels=a: 'z' (line 2), 'y' (line 3); add them there, or fix "
+      "the rows.")
+
+
+# Class weights.
+
+def test_balanced_class_weights_hand_worked():
+  single = data.with_labels("f", _labeled(["a", "a", "a", "b"]), "single_label", "|")
+  # 4 rows / (3 labels * the label's rows): a 4/9, b 4/3; c has no row.
+  balanced = weights.class_weights("balanced", "single_label", ["a", "b", "c"], single)
+  assert balanced == pytest.approx([4 / 9, 4 / 3, 1.0])
+  multi = data.with_labels("f", _labeled(["a|b", "a", "", "b"]), "multi_label", "|")
+  # negatives / positives: a 2/2, b 2/2; c never positive.
+  assert weights.class_weights("balanced", "multi_label", ["a", "b", "c"], multi) == [1, 1, 1]
+  assert weights.class_weights("1,2.5", "single_label", ["a", "b"], single) == [1.0, 2.5]
+  assert weights.class_weights("none", "single_label", ["a", "b"], single) is None
+  assert "2 positive numbers, one per label in the order a,b" in _error(
+      weights.class_weights, "1,0", "single_label", ["a", "b"], single)
+  assert "this run is a regression" in _error(weights.class_weights, "balanced", "regression",
+                                              None, single)
+
+
+# Metrics, hand-worked.
+
+def test_single_label_metrics_hand_worked():
+  # gold a a b c(-1: unknown); predicted a b b a.
+  result = metrics.single_label_metrics([0, 1, 1, 0], [0, 0, 1, -1], ["a", "b", "c"])
+  assert result["eval_accuracy"] == 0.5
+  # a: tp 1 fp 1 fn 1 -> P 1/2 R 1/2 F1 1/2; b: tp 1 fp 1 fn 0 -> P 1/2 R 1 F1 2/3; c: absent.
+  assert result["eval_precision_a"] == 0.5 and result["eval_recall_a"] == 0.5
+  assert result["eval_f1_b"] == pytest.approx(2 / 3) and result["eval_recall_b"] == 1.0
+  assert result["eval_f1_c"] == 0.0
+  assert result["eval_macro_f1"] == pytest.approx((1 / 2 + 2 / 3) / 2)
+
+
+def test_multi_label_metrics_hand_worked():
+  probabilities = [[0.9, 0.2, 0.6], [0.4, 0.7, 0.1], [0.1, 0.1, 0.1]]
+  gold = [[1, 0, 0], [1, 1, 0], [0, 0, 0]]
+  result = metrics.multi_label_metrics(probabilities, gold, ["a", "b", "c"], 0.5)
+  # predicted: {a, c}, {b}, {}: exact on row 3 only.
+  assert result["eval_exact_match"] == pytest.approx(1 / 3)
+  # a: tp 1 fn 1 -> F1 2/3; b: tp 1 -> 1; c: fp 1 -> 0. micro: tp 2 fp 1 fn 1 -> 2/3.
+  assert result["eval_f1_a"] == pytest.approx(2 / 3) and result["eval_f1_b"] == 1.0
+  assert result["eval_precision_c"] == 0.0
+  assert result["eval_macro_f1"] == pytest.approx((2 / 3 + 1) / 3)
+  assert result["eval_micro_f1"] == pytest.approx(2 / 3)
+  assert metrics.multi_label_metrics(probabilities, gold, ["a", "b", "c"], 0.05)[
+      "eval_micro_f1"] == pytest.approx(2 * 3 / (2 * 3 + 6 + 0))
+
+
+def test_regression_metrics_hand_worked():
+  result = metrics.regression_metrics([1.0, 2.0, 4.0], [1.0, 3.0, 2.0])
+  assert result["eval_mse"] == pytest.approx((0 + 1 + 4) / 3)
+  # x - mean: -4/3, -1/3, 5/3; y - mean: -1, 1, 0 -> cov 1, |x| sqrt(42/9), |y| sqrt(2).
+  assert result["eval_pearson"] == pytest.approx(1 / math.sqrt(42 / 9 * 2))
+  assert result["eval_spearman"] == pytest.approx(0.5)  # ranks 1 2 3 vs 1 3 2
+
+
+def test_prediction_lines_of_each_problem_type(tmp_path):
+  assert postprocess.prediction("single_label", ["a", "b"], [0.3, 0.7], 0.5) == {
+      "label": "b", "probabilities": {"a": 0.3, "b": 0.7}}
+  assert postprocess.prediction("multi_label", ["a", "b"], [0.6, 0.5], 0.5)["labels"] == ["a"]
+  assert postprocess.prediction("regression", None, 1.5, 0.5) == {"prediction": 1.5}
+  path = str(tmp_path / "predictions.jsonl")
+  postprocess.write_predictions(path, [data.Row(4, 6, "t", None, None, id="k")], "single_label",
+                                ["a", "b"], [[0.75, 0.25]], 0.5, True)
+  assert [json.loads(line) for line in open(path)] == [
+      {"row": 4, "id": "k", "label": "a", "probabilities": {"a": 0.75, "b": 0.25}}]
+
+
+# The weighted losses, hand-worked.
+
+def test_weighted_softmax_cross_entropy_hand_worked():
+  from bert_tf.tasks.own_data import model
+  logits = np.array([[0.0, math.log(3.0)], [0.0, 0.0]], np.float32)
+  loss = np.asarray(model.weighted_softmax_cross_entropy(logits, np.array([[0], [1]]),
+                                                         [2.0, 0.5]))
+  # softmax row 1: (1/4, 3/4), label 0: -log(1/4) * 2; row 2: -log(1/2) * 0.5.
+  np.testing.assert_allclose(loss, [2 * math.log(4), 0.5 * math.log(2)], rtol=1e-6)
+
+
+def test_weighted_sigmoid_cross_entropy_hand_worked():
+  from bert_tf.tasks.own_data import model
+  logits = np.array([[0.0, math.log(3.0)]], np.float32)  # sigmoid 1/2, 3/4
+  loss = np.asarray(model.weighted_sigmoid_cross_entropy(logits, np.array([[1.0, 0.0]]),
+                                                         [3.0, 2.0]))
+  # label 1 positive: -3 * log(1/2); label 2 negative (its weight unused): -log(1/4); mean.
+  np.testing.assert_allclose(loss, [(3 * math.log(2) + math.log(4)) / 2], rtol=1e-6)
+  plain = np.asarray(model.weighted_sigmoid_cross_entropy(logits, np.array([[1.0, 0.0]])))
+  np.testing.assert_allclose(plain, [(math.log(2) + math.log(4)) / 2], rtol=1e-6)
+
+
+# One run of each problem type: every action and the export, in one session.
+
+SINGLE = "id,text,label\n" + "".join(
+    "r%d,%s,%s\n" % (i, text, label) for i, (text, label) in enumerate(
+        [("a great film", "good"), ("a dull film", "bad"), ("\"fine, really\"", "good"),
+         ("awful food", "bad"), ("the room is blue", "meh"), ("lovely staff", "good")]))
+MULTI = "".join(json.dumps({"text": t, "label": l}) + "\n" for t, l in [
+    ("the team won", ["sport"]), ("rates rose", ["money"]), ("the club's shares fell",
+                                                             ["sport", "money"]),
+    ("a quiet day", []), ("a new stadium loan", ["money", "sport"])])
+REGRESSION = "a\tb\tscore\n" + "".join("%s\t%s\t%s\n" % row for row in [
+    ("a man plays", "a man plays music", 4.5), ("a cat", "a car", 0.5),
+    ("it rains", "it is wet", 3.25), ("a dog runs", "a dog sleeps", 1.5)])
+
+
+def _common(tmp_path, name, data_file, *extra):
+  return ["--train_file=" + data_file, "--eval_file=" + data_file, "--predict_file=" + data_file,
+          "--vocab_file=" + VOCAB_UNCASED, "--bert_config_file=" + TINY_CONFIG,
+          "--init_checkpoint=" + TINY_CKPT, "--max_seq_length=16", "--train_batch_size=8",
+          "--num_train_epochs=1", "--do_train", "--do_eval", "--do_predict",
+          "--output_dir=%s" % (tmp_path / name), "--export_dir=%s" % (tmp_path / (name + "_x")),
+          *extra]
+
+
+def _results(path):
+  return dict(line.split(" = ") for line in open(path).read().splitlines())
+
+
+def _predictions(path):
+  return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+def _answer(export_dir, *texts):
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+  signature = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
+  names = ("text_a", "text_b")[:len(texts)]
+  return {k: v.numpy() for k, v in signature(**{
+      n: tf.constant(t) for n, t in zip(names, texts)}).items()}
+
+
+@pytest.mark.slow
+def test_each_problem_type_trains_predicts_names_and_exports_the_same_answers(
+    tmp_path, script_session):
+  run = script_session("run_classifier.py")
+  single = _write(tmp_path, "single.csv", SINGLE)
+  done = run(*_common(tmp_path, "single", single, "--id_column=id", "--labels=good,meh,bad",
+                      "--class_weights=balanced"))
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert "Problem type: single_label (the labels are names)" in done.stderr
+  assert "Class weights (--class_weights=balanced): good=0.6667, meh=2, bad=1" in done.stderr
+  out = tmp_path / "single"
+  assert json.load(open(out / "classifier_labels.json"))["labels"] == ["good", "meh", "bad"]
+  results = _results(out / "eval_results.txt")
+  assert {"eval_accuracy", "eval_macro_f1", "eval_f1_meh", "eval_precision_bad",
+          "eval_recall_good"} <= set(results)
+  lines = _predictions(out / "predictions.jsonl")
+  assert [(p["row"], p["id"]) for p in lines] == [(i, "r%d" % i) for i in range(6)]
+  assert all(list(p["probabilities"]) == ["good", "meh", "bad"] for p in lines)
+  assert all(p["label"] == max(p["probabilities"], key=p["probabilities"].get) for p in lines)
+  answer = _answer(tmp_path / "single_x", ["a great film", "awful food"])
+  expected = [[lines[i]["probabilities"][n] for n in ("good", "meh", "bad")] for i in (0, 3)]
+  np.testing.assert_allclose(answer["probabilities"], expected, atol=1e-5)
+  assert [x.decode() for x in answer["labels"]] == [lines[0]["label"], lines[3]["label"]]
+
+  # Predicting again from the run reads its label order, not the file's sorted one.
+  os.remove(out / "predictions.jsonl")
+  again = run("--predict_file=" + single, "--vocab_file=" + VOCAB_UNCASED,
+              "--bert_config_file=" + TINY_CONFIG, "--max_seq_length=16", "--do_predict",
+              "--output_dir=%s" % out, "--id_column=id")
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert _predictions(out / "predictions.jsonl") == lines
+
+  multi = _write(tmp_path, "multi.jsonl", MULTI)
+  done = run(*_common(tmp_path, "multi", multi, "--threshold=0.5"))
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert "Problem type: multi_label (the labels are JSON lists (line 1))" in done.stderr
+  results = _results(tmp_path / "multi" / "eval_results.txt")
+  assert {"eval_micro_f1", "eval_macro_f1", "eval_exact_match", "eval_f1_sport"} <= set(results)
+  lines = _predictions(tmp_path / "multi" / "predictions.jsonl")
+  assert all(list(p["probabilities"]) == ["money", "sport"] for p in lines)
+  assert all(p["labels"] == [n for n, v in p["probabilities"].items() if v > 0.5] for p in lines)
+  answer = _answer(tmp_path / "multi_x", ["the team won", "a quiet day"])
+  np.testing.assert_allclose(answer["probabilities"], [
+      list(lines[i]["probabilities"].values()) for i in (0, 3)], atol=1e-5)
+  assert [[x.decode() for x in row if x] for row in answer["labels"]] == [
+      lines[0]["labels"], lines[3]["labels"]]
+
+  # Another --threshold on a re-run replaces the export: it names labels over the new one.
+  again = run(*_common(tmp_path, "multi", multi, "--threshold=0.9"))
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "threshold was 0.5, now 0.9" in again.stderr
+  answer = _answer(tmp_path / "multi_x", ["the team won"])
+  assert [x.decode() for x in answer["labels"][0] if x] == [
+      n for n, v in lines[0]["probabilities"].items() if v > 0.9]
+
+  # Converted to Hugging Face, the head keeps its names and reads through sigmoids.
+  from bert_tf import conversion
+  conversion.convert_to_hf(str(tmp_path / "multi" / "model.ckpt-1"), str(tmp_path / "multi_hf"))
+  hf_config = json.load(open(tmp_path / "multi_hf" / "config.json"))
+  assert hf_config["id2label"] == {"0": "money", "1": "sport"}
+  assert hf_config["problem_type"] == "multi_label_classification"
+
+  regression = _write(tmp_path, "pairs.tsv", REGRESSION)
+  done = run(*_common(tmp_path, "regression", regression, "--text_column=a",
+                      "--text_b_column=b", "--label_column=score"))
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert "Problem type: regression" in done.stderr
+  results = _results(tmp_path / "regression" / "eval_results.txt")
+  assert {"eval_pearson", "eval_spearman", "eval_mse"} <= set(results)
+  lines = _predictions(tmp_path / "regression" / "predictions.jsonl")
+  assert [sorted(p) for p in lines] == [["prediction", "row"]] * 4
+  answer = _answer(tmp_path / "regression_x", ["a cat", "it rains"], ["a car", "it is wet"])
+  np.testing.assert_allclose(answer["predictions"], [lines[1]["prediction"],
+                                                     lines[2]["prediction"]], atol=1e-5)
+
+  # Bad input: one line, exit 2, before any training.
+  both = run(*_common(tmp_path, "both", single), "--task_name=MRPC")
+  assert both.returncode == 2 and "pass one or the other" in both.stderr
+  glue = run("--task_name=MRPC", "--data_dir=%s" % tmp_path, "--text_column=a",
+             "--vocab_file=" + VOCAB_UNCASED, "--bert_config_file=" + TINY_CONFIG,
+             "--output_dir=%s" % (tmp_path / "glue"), "--do_train")
+  assert glue.returncode == 2 and "--text_column is for your own files" in glue.stderr
+  bad = _write(tmp_path, "bad.csv", "text,label\nhi,x\nho\n")
+  broken = run(*_common(tmp_path, "broken", bad))
+  assert broken.returncode == 2
+  assert "bad.csv line 3 has 1 fields, the header 2" in broken.stderr
+  assert not (tmp_path / "broken" / "train.tf_record").exists()
+
+
+def test_a_run_that_does_not_train_reads_the_recorded_labels(tmp_path):
+  from bert_tf.tasks.own_data import labels
+  out, glue_run = tmp_path / "out", tmp_path / "glue"
+  (glue_run / "training_state").mkdir(parents=True)
+  out.mkdir()
+  (glue_run / "training_state" / "settings.json").write_text(json.dumps(
+      {"task_name": "mrpc", "labels": ["0", "1"]}))
+  schema = labels.from_trained(str(out), str(glue_run / "model.ckpt-3"), None, None)
+  assert schema == labels.Schema("single_label", ["0", "1"])
+  labels.write(str(out), labels.Schema("multi_label", ["b", "a"], [2.0, 1.0]))
+  assert labels.from_trained(str(out), None, None, ["a", "b"]) == labels.Schema(
+      "multi_label", ["b", "a"], [2.0, 1.0])
+  assert "--problem_type=regression, but the model was trained as multi_label" in _error(
+      labels.from_trained, str(out), None, "regression", None)
+  assert "--labels=a,c are not the labels the model was trained on (b,a" in _error(
+      labels.from_trained, str(out), None, None, ["a", "c"])
+  assert "train first (--do_train), or pass --labels and --problem_type" in _error(
+      labels.from_trained, str(tmp_path / "none"), None, None, ["a"])
+
+
+def test_training_labels_order_and_refusals():
+  from bert_tf.tasks.own_data import labels
+  rows = _labeled(["b", "a|c", ""])
+  schema = labels.from_training("f", rows, None, None, "|", "none")
+  assert schema == labels.Schema("multi_label", ["a", "b", "c"])
+  assert labels.from_training("f", rows, None, ["c", "b", "a"], "|", "none").labels == [
+      "c", "b", "a"]
+  assert "f names labels not in --labels=a,b: 'c' (line 3)" in _error(
+      labels.from_training, "f", rows, None, ["a", "b"], "|", "none")
+  assert "trains a regression (every label is a number" in _error(
+      labels.from_training, "f", _labeled(["0.5", "1"]), None, ["a"], "|", "none")
+  assert "a single_label run needs at least two" in _error(
+      labels.from_training, "f", _labeled(["a", "a"]), None, None, "|", "none")
+
+
+def test_the_model_losses_use_the_weights_and_survive_its_config():
+  from bert_tf.tasks.own_data import model
+  from bert_tf.config import BertConfig
+  config = BertConfig.from_json_file(TINY_CONFIG)
+  single = model.OwnDataModel(config, num_labels=2, class_weights=[2.0, 0.5])
+  again = model.OwnDataModel.from_config(single.get_config())
+  assert (again.problem_type, again.class_weights, again.regression) == (
+      "single_label", [2.0, 0.5], False)
+  logits = np.array([[0.0, math.log(3.0)], [0.0, 0.0]], np.float32)
+  losses = again.per_example_losses(logits, {"label_ids": np.array([[0], [1]])})
+  np.testing.assert_allclose(losses["classification"], [2 * math.log(4), 0.5 * math.log(2)],
+                             rtol=1e-6)
+  multi = model.OwnDataModel(config, num_labels=2, problem_type="multi_label",
+                             class_weights=[3.0, 2.0])
+  losses = multi.per_example_losses(logits[:1], {"label_ids": np.array([[1.0, 0.0]])})
+  np.testing.assert_allclose(losses["classification"], [(3 * math.log(2) + math.log(4)) / 2],
+                             rtol=1e-6)
+  regression = model.OwnDataModel(config, num_labels=1, problem_type="regression")
+  losses = regression.per_example_losses(np.array([[1.5]], np.float32),
+                                         {"label_ids": np.array([[0.5]])})
+  np.testing.assert_allclose(losses["classification"], [1.0])
