@@ -1,6 +1,7 @@
 """run_classifier --long_document=windows: the windows (Python and in-graph), the pooling, and
 one run through the real command line (records, metrics, predictions, export, resume)."""
 
+import hashlib
 import json
 import random
 import subprocess
@@ -15,7 +16,7 @@ from bert_tf.tasks import glue
 from bert_tf.tasks.glue import export as glue_export
 from bert_tf.tasks.glue import windows
 from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, assert_float32_close
-from helpers import ROOT, run_script, run_serving_script
+from helpers import ROOT, run_serving_script
 
 LETTERS = "a b c d e f g h i j"  # ten words, each one piece of the uncased vocab
 
@@ -170,13 +171,20 @@ print(json.dumps(out["probabilities"].numpy().tolist()))
 """
 
 
+def _digests(*folders):
+  """Each file under `folders`: its path -> the sha1 of its bytes."""
+  return {str(path): hashlib.sha1(path.read_bytes()).hexdigest()
+          for folder in folders for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
 @pytest.mark.slow
-def test_windows_through_run_classifier_and_its_export(tmp_path, tokenizer):
+def test_windows_through_run_classifier_and_its_export(tmp_path, tokenizer, script_session):
   """One run: records, the log, per-example metrics and predictions, the export's answers on
-  the long texts, the stored settings; then a resume with another stride is refused."""
+  the long texts, the stored settings; then resumes with other windows (see the end)."""
+  run_classifier = script_session("run_classifier.py")
   data = _mrpc_with_long_texts(tmp_path / "MRPC")
   out, export_dir = tmp_path / "out", tmp_path / "export"
-  result = run_script("run_classifier.py", *_args(
+  result = run_classifier(*_args(
       data, out, "--doc_stride=12", "--do_train", "--do_eval", "--do_predict",
       "--train_batch_size=4", "--num_train_epochs=1", "--eval_batch_size=5",
       "--predict_batch_size=5", "--export_dir=%s" % export_dir))
@@ -224,12 +232,40 @@ def test_windows_through_run_classifier_and_its_export(tmp_path, tokenizer):
   served = run_serving_script(_SERVE, tmp_path, [export_dir], {
       "a": [e.text_a for e in examples], "b": [e.text_b for e in examples]})
   assert_float32_close(np.array(served), probabilities, ulps=64)
-  # Resuming the training with other windows would mix two datasets.
-  again = run_script("run_classifier.py", *_args(data, out, "--doc_stride=8", "--do_train",
-                                                  "--train_batch_size=4"))
-  assert again.returncode == 2, again.stderr[-2000:]
-  assert "doc_stride: 12 when the state was saved, 8 now" in again.stderr
-  assert "Traceback" not in again.stderr
+  _resumes_with_other_windows(run_classifier, data, out, export_dir)
+
+
+def _resumes_with_other_windows(run_classifier, data, out, export_dir):
+  """On the windows run's folder (stride 12): a resume that trains on other windows, or on
+  truncated records, would mix two datasets: it stops before writing anything (not even
+  train.tf_record). The pooling, applied after training, may change; an evaluation may read
+  texts otherwise, and the log says so."""
+  train = ["--do_train", "--train_batch_size=4", "--num_train_epochs=1"]
+  before = _digests(out, export_dir)
+  other_stride = run_classifier(*_args(data, out, "--doc_stride=8", *train))
+  assert other_stride.returncode == 2, other_stride.stderr[-2000:]
+  assert "doc_stride: 12 when the state was saved, 8 now" in other_stride.stderr
+  assert _digests(out, export_dir) == before
+  truncate = run_classifier(*[a for a in _args(data, out, *train)
+                              if a != "--long_document=windows"])
+  assert truncate.returncode == 2, truncate.stderr[-2000:]
+  assert ('long_document: "windows" when the state was saved, "truncate" now'
+          in truncate.stderr)
+  assert "doc_stride: 12 when the state was saved, (not set) now" in truncate.stderr
+  assert _digests(out, export_dir) == before
+  assert "Traceback" not in other_stride.stderr + truncate.stderr
+  pooling = run_classifier(*_args(data, out, "--doc_stride=12", "--window_pooling=max", *train))
+  assert pooling.returncode == 0, pooling.stderr[-2000:]
+  assert 'Resuming with window_pooling changed from "mean" to "max" (allowed' in pooling.stderr
+  assert "Already trained to step" in pooling.stderr
+  evaluate = run_classifier(*[a for a in _args(data, out, "--do_eval", "--eval_batch_size=5")
+                              if a != "--long_document=windows"])
+  assert evaluate.returncode == 0, evaluate.stderr[-2000:]
+  assert ("were trained with --long_document=windows --doc_stride=12; this run reads its texts "
+          "with --long_document=truncate (allowed; pass --long_document=windows "
+          "--doc_stride=12 to read them as training did)") in evaluate.stderr
+  assert "Running evaluation: %d examples" % len(
+      glue.MrpcProcessor().get_dev_examples(str(data))) in evaluate.stderr
 
 
 # run_classifier in one process: the flag checks (each stops in main with its message), the TPU
