@@ -6,8 +6,9 @@ task's hooks (TaskHooks), on the options read from its flags (runner_flags.RunOp
 
 Every check runs before any feature file is written or any step trained (flag values,
 sequence length and vocab vs the config, casing vs the checkpoint name, batch sizes vs
-replicas, the export folder, the checkpoint, the output folder), and every data file is
-read before training, so a typo in the dev file is reported before hours of training.
+replicas, the export folder, the checkpoint, the output folder, the settings of the training
+state a re-run resumes from), and every data file is read before training, so a typo in the
+dev file is reported before hours of training.
 A runner script is its flags and a TaskHooks subclass.
 """
 
