@@ -113,20 +113,21 @@ class ClassifierHooks(runner.TaskHooks):
 
   def warn_if_trained_otherwise(self, options):
     """Evaluating or predicting with other windows than the weights were trained on is
-    allowed (to compare them, say), but easy to do by forgetting a flag: the log says so."""
+    allowed (windows on a model trained on truncated texts, or to compare), but weights
+    trained on windows are easily read otherwise by forgetting a flag: the log warns."""
     source = (options.output_dir if run_folder.has_training_state(options.output_dir)
               else options.init_checkpoint)
     recorded = run_folder.recorded_settings(source) if source else {}
     if "task_name" not in recorded or "train_data" not in recorded:
       return  # not the record of a classifier's training
-    trained = _windows_flags(recorded.get("long_document", "truncate"),
-                             recorded.get("doc_stride"))
+    trained_on = recorded.get("long_document", "truncate")
+    trained = _windows_flags(trained_on, recorded.get("doc_stride"))
     now = _windows_flags(self.flags.long_document,
                          self.windows.doc_stride if self.windows else None)
     if now != trained:
-      logging.warning("The weights in %s were trained with %s; this run reads its texts with %s "
-                      "(allowed; pass %s to read them as training did).",
-                      source, trained, now, trained)
+      log = logging.warning if trained_on == "windows" else logging.info
+      log("The weights in %s were trained with %s; this run reads its texts with %s (allowed; "
+          "pass %s to read them as training did).", source, trained, now, trained)
 
   def read_examples(self, run, split):
     if split == "train":
@@ -202,15 +203,15 @@ class ClassifierHooks(runner.TaskHooks):
                                    self.regression, **run.options.task_options())
 
   def settings(self, run):
-    """The task and labels; when training, how its data was cut (long_document, and with
-    windows doc_stride: a resume that trains otherwise stops, either way) and the windows'
-    pooling (used at evaluation and prediction only: it may change on resume, and the log
-    says so). A run that only evaluates or predicts states neither: it may use other windows."""
+    """The task and labels; when training on windows, how its data was cut (a resume that
+    trains otherwise stops, either way: truncate is not recorded, and an absent long_document
+    is truncate, checkpoint_keeper.UNRECORDED_DEFAULTS) and their pooling (applied at
+    evaluation and prediction only: it may change on resume, and the log says so). A run that
+    only evaluates or predicts states neither: it may read its texts otherwise."""
     settings = {"task_name": self.task_name, "labels": self.label_list}
-    if run.options.do_train:
-      settings.update(long_document=self.flags.long_document)
-      if self.windows:
-        settings.update(doc_stride=self.windows.doc_stride, window_pooling=self.windows.pooling)
+    if self.windows and run.options.do_train:
+      settings.update(long_document="windows", doc_stride=self.windows.doc_stride,
+                      window_pooling=self.windows.pooling)
     return settings
 
   def head_labels(self, run):

@@ -31,9 +31,9 @@ from bert_tf.errors import UserInputError, io_reason
 # at evaluation and prediction only).
 CHANGEABLE_SETTINGS = ("num_train_epochs", "num_train_steps", "save_checkpoints_steps",
                        "iterations_per_loop", "window_pooling")
-# Settings recorded only since a later version, with the value every state saved before
-# then was made with: such a state without the entry compares as having that value.
-OLDER_STATE_VALUES = {"long_document": "truncate"}
+# Settings a run records only when they are not the default (every state saved before
+# they existed was made with the default): absent, on either side, compares as the default.
+UNRECORDED_DEFAULTS = {"long_document": "truncate"}
 _ABSENT = object()
 # Errors that mean a state file is unreadable (cut short or corrupt), not mismatched.
 _DAMAGE_ERRORS = (IndexError, tf.errors.DataLossError)
@@ -196,8 +196,8 @@ def check_settings(output_dir, state_dir, settings, training):
                          (path, io_reason(e), output_dir)) from None
   current = json.loads(json.dumps(settings))  # compare as JSON: tuples -> lists
   names = sorted(set(current) | set(saved)) if training else sorted(current)
-  values = {name: (saved.get(name, OLDER_STATE_VALUES.get(name, _ABSENT)),
-                   current.get(name, _ABSENT)) for name in names}
+  values = {name: tuple(side.get(name, UNRECORDED_DEFAULTS.get(name, _ABSENT))
+                        for side in (saved, current)) for name in names}
   different = [name for name in names if values[name][0] != values[name][1]]
   changed = [name for name in different if name not in CHANGEABLE_SETTINGS]
   for name in different:

@@ -122,7 +122,7 @@ def test_stopped_by_a_signal_then_rerun_ends_with_the_uninterrupted_weights(
 
 _WINDOWS = {"labels": ["0", "1"], "train_data": {"sha1": "d"}, "long_document": "windows",
             "doc_stride": 16, "window_pooling": "mean"}
-_TRUNCATE = {"labels": ["0", "1"], "train_data": {"sha1": "d"}, "long_document": "truncate"}
+_TRUNCATE = {"labels": ["0", "1"], "train_data": {"sha1": "d"}}  # truncate is not recorded
 _EVAL_ONLY = {"labels": ["0", "1"]}  # what a run without --do_train states
 
 
@@ -166,10 +166,12 @@ def test_training_resume_compares_the_saved_settings_both_ways(tmp_path):
   _check(windows, _WINDOWS, True)
 
 
-def test_a_state_saved_before_long_document_was_recorded_is_truncate(tmp_path):
-  old = _state(tmp_path, {k: v for k, v in _TRUNCATE.items() if k != "long_document"})
-  _check(old, _TRUNCATE, True)
-  assert _refusal(old, _WINDOWS) == [
+def test_an_absent_long_document_is_truncate_on_either_side(tmp_path):
+  """Runs record only windows, so states saved before windows existed are truncate ones."""
+  explicit = _state(tmp_path / "e", dict(_TRUNCATE, long_document="truncate"))
+  _check(explicit, _TRUNCATE, True)
+  _check(_state(tmp_path / "a", _TRUNCATE), dict(_TRUNCATE, long_document="truncate"), True)
+  assert _refusal(explicit, _WINDOWS) == [
       "doc_stride: (not recorded) when the state was saved, 16 now",
       'long_document: "truncate" when the state was saved, "windows" now']
 
