@@ -70,12 +70,12 @@ class CheckpointKeeper:
 
   # ---- resume ------------------------------------------------------------------------------
 
-  def restore_latest(self, training=True):
+  def restore_latest(self, training=True, settings_checked=False):
     """Restores the newest intact training state; returns its path, or None if there is none.
 
-    Its settings are checked first (check_settings; `training`: whether this run trains).
-    A damaged newest state (a save cut short by a crash or a full disk, a bad copy)
-    falls back to the previous one and says so.
+    Its settings are checked first (check_settings; `training`: whether this run trains),
+    unless the caller did (`settings_checked`). A damaged newest state (a save cut short by a
+    crash or a full disk, a bad copy) falls back to the previous one and says so.
     """
     candidates = list(reversed(self.manager.checkpoints))
     latest = tf.train.latest_checkpoint(self.state_dir)
@@ -83,7 +83,8 @@ class CheckpointKeeper:
       candidates.insert(0, latest)
     if not candidates:
       return None
-    self.check_settings(training)
+    if not settings_checked:
+      self.check_settings(training)
     for i, path in enumerate(candidates):
       try:
         self.checkpoint.restore(path).assert_existing_objects_matched()
@@ -182,8 +183,9 @@ def check_settings(output_dir, state_dir, settings, training):
   written besides the settings file: callers check before writing any feature file.
   """
   path = os.path.join(state_dir, run_folder.SETTINGS_NAME)
-  if settings is None or not tf.train.latest_checkpoint(state_dir) or not tf.io.gfile.exists(
-      path):
+  # No `checkpoint` state file: no state to resume from (a stale settings file is ignored).
+  if settings is None or not tf.io.gfile.exists(os.path.join(state_dir, "checkpoint")) or (
+      not tf.io.gfile.exists(path)):
     return
   try:
     with tf.io.gfile.GFile(path, "r") as f:

@@ -224,6 +224,7 @@ class Trainer:
     self.init_checkpoint = init_checkpoint
     self.max_to_keep = max_to_keep
     self.settings = settings
+    self._settings_checked = False  # check_resume did
 
   @property
   def step(self):
@@ -251,6 +252,7 @@ class Trainer:
     checkpoint_keeper.check_settings(self.output_dir,
                                      run_folder.state_dir(self.output_dir, self.worker),
                                      self.settings, training)
+    self._settings_checked = True
 
   def restore_or_initialize(self, iterator=None):
     """Resumes from output_dir if it holds a training state, else loads init_checkpoint.
@@ -258,7 +260,8 @@ class Trainer:
 
     Returns the CheckpointKeeper of the run."""
     keeper = self._keeper(iterator)
-    latest = keeper.restore_latest(training=iterator is not None)
+    latest = keeper.restore_latest(training=iterator is not None,
+                                   settings_checked=self._settings_checked)
     if latest:
       logging.info("Resumed from %s at step %d", latest, self.step)
       return keeper
