@@ -26,7 +26,7 @@ from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checks, cli, runner, runner_flags
+from bert_tf import checks, cli, run_folder, runner, runner_flags
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue, own_data
 from bert_tf.tasks.glue import windows as glue_windows
@@ -109,6 +109,11 @@ class ClassifierHooks(runner.TaskHooks):
     self.window_counts = {}  # split -> windows per example, as encode wrote them
 
   def check(self, options):
+    self.check_windows(options)
+    if not options.do_train:
+      self.warn_if_trained_otherwise(options)
+
+  def check_windows(self, options):
     f = self.flags
     if f.long_document != "windows":
       for name in ("doc_stride", "window_pooling"):
@@ -136,6 +141,24 @@ class ClassifierHooks(runner.TaskHooks):
                            "at least %d." % (options.max_seq_length, self.task_name.upper(),
                                              self.min_seq_length))
     self.one_record_per_example = False  # a long example gives several windows
+
+  def warn_if_trained_otherwise(self, options):
+    """Evaluating or predicting with other windows than the weights were trained on is
+    allowed (windows on a model trained on truncated texts, or to compare), but weights
+    trained on windows are easily read otherwise by forgetting a flag: the log warns."""
+    source = (options.output_dir if run_folder.has_training_state(options.output_dir)
+              else options.init_checkpoint)
+    recorded = run_folder.recorded_settings(source) if source else {}
+    if "task_name" not in recorded or "train_data" not in recorded:
+      return  # not the record of a classifier's training
+    trained_on = recorded.get("long_document", "truncate")
+    trained = _windows_flags(trained_on, recorded.get("doc_stride"))
+    now = _windows_flags(self.flags.long_document,
+                         self.windows.doc_stride if self.windows else None)
+    if now != trained:
+      log = logging.warning if trained_on == "windows" else logging.info
+      log("The weights in %s were trained with %s; this run reads its texts with %s (allowed; "
+          "pass %s to read them as training did).", source, trained, now, trained)
 
   def read_examples(self, run, split):
     if split == "train":
@@ -211,11 +234,15 @@ class ClassifierHooks(runner.TaskHooks):
                                    self.regression, **run.options.task_options())
 
   def settings(self, run):
-    """The task and labels; with windows, when training, how the data was cut (a stored
-    state made otherwise stops a resume; evaluating it with other windows is allowed)."""
+    """The task and labels; when training on windows, how its data was cut (a resume that
+    trains otherwise stops, either way: truncate is not recorded, and an absent long_document
+    is truncate, checkpoint_keeper.UNRECORDED_DEFAULTS) and their pooling (applied at
+    evaluation and prediction only: it may change on resume, and the log says so). A run that
+    only evaluates or predicts states neither: it may read its texts otherwise."""
     settings = {"task_name": self.task_name, "labels": self.label_list}
     if self.windows and run.options.do_train:
-      settings.update(long_document="windows", doc_stride=self.windows.doc_stride)
+      settings.update(long_document="windows", doc_stride=self.windows.doc_stride,
+                      window_pooling=self.windows.pooling)
     return settings
 
   def head_labels(self, run):
@@ -417,6 +444,11 @@ _OWN_FLAGS = ("text_column", "text_b_column", "label_column", "id_column", "labe
               "problem_type", "label_delimiter", "threshold", "class_weights")
 _GLUE_FLAGS = ("data_dir", "write_glue_submission", "xnli_language", "long_document",
                "doc_stride", "window_pooling")
+
+
+def _windows_flags(long_document, doc_stride):
+  return "--long_document=%s%s" % (long_document, " --doc_stride=%s" % doc_stride
+                                   if long_document == "windows" else "")
 
 
 def main(_):

@@ -5,8 +5,9 @@ Layout of `output_dir`:
                           loss scale, input position, dropout seed states); the last 3 kept
   training_state/settings.json
                           the settings that shape the state and the data (config, sequence
-                          length, batch sizes, task, labels, vocab, casing, training file);
-                          a resume with other values stops and says which
+                          length, batch sizes, task, labels, vocab, casing, training file,
+                          how long documents were cut); a resume with other values stops
+                          and says which, before the run writes anything
   model.ckpt-N            the same weights in Google's layout (with adam_m/adam_v and
                           global_step, like the original's checkpoints), plus a `checkpoint`
                           state file so tf.train.latest_checkpoint works
@@ -26,9 +27,14 @@ from bert_tf.errors import UserInputError, io_reason
 
 # Settings a resumed run may change: they do not alter the saved state or the data order
 # up to where it stopped (more epochs or steps continue the same schedule's data; logging
-# and saving cadence are bookkeeping).
+# and saving cadence are bookkeeping; how a classifier pools its windows' logits is applied
+# at evaluation and prediction only).
 CHANGEABLE_SETTINGS = ("num_train_epochs", "num_train_steps", "save_checkpoints_steps",
-                       "iterations_per_loop")
+                       "iterations_per_loop", "window_pooling")
+# Settings a run records only when they are not the default (every state saved before
+# they existed was made with the default): absent, on either side, compares as the default.
+UNRECORDED_DEFAULTS = {"long_document": "truncate"}
+_ABSENT = object()
 # Errors that mean a state file is unreadable (cut short or corrupt), not mismatched.
 _DAMAGE_ERRORS = (IndexError, tf.errors.DataLossError)
 
@@ -64,11 +70,12 @@ class CheckpointKeeper:
 
   # ---- resume ------------------------------------------------------------------------------
 
-  def restore_latest(self):
+  def restore_latest(self, training=True, settings_checked=False):
     """Restores the newest intact training state; returns its path, or None if there is none.
 
-    A damaged newest state (a save cut short by a crash or a full disk, a bad copy)
-    falls back to the previous one and says so.
+    Its settings are checked first (check_settings; `training`: whether this run trains),
+    unless the caller did (`settings_checked`). A damaged newest state (a save cut short by a
+    crash or a full disk, a bad copy) falls back to the previous one and says so.
     """
     candidates = list(reversed(self.manager.checkpoints))
     latest = tf.train.latest_checkpoint(self.state_dir)
@@ -76,7 +83,8 @@ class CheckpointKeeper:
       candidates.insert(0, latest)
     if not candidates:
       return None
-    self._check_settings()
+    if not settings_checked:
+      self.check_settings(training)
     for i, path in enumerate(candidates):
       try:
         self.checkpoint.restore(path).assert_existing_objects_matched()
@@ -103,30 +111,9 @@ class CheckpointKeeper:
   def _settings_file(self):
     return os.path.join(self.state_dir, run_folder.SETTINGS_NAME)
 
-  def _check_settings(self):
+  def check_settings(self, training):
     """Stops with the list of changed settings when the saved state was made with others."""
-    if self.settings is None or not tf.io.gfile.exists(self._settings_file()):
-      return
-    with tf.io.gfile.GFile(self._settings_file(), "r") as f:
-      saved = json.loads(f.read())
-    current = json.loads(json.dumps(self.settings))  # compare as JSON: tuples -> lists
-    # A setting this run does not state (e.g. batch sizes when it only evaluates) is not
-    # compared.
-    changed = [name for name in sorted(current)
-               if saved.get(name) != current[name] and name not in CHANGEABLE_SETTINGS]
-    allowed = [name for name in CHANGEABLE_SETTINGS
-               if name in saved and name in current and saved[name] != current[name]]
-    for name in allowed:
-      logging.info("Resuming with %s changed from %s to %s (allowed: it does not change the "
-                   "saved state).", name, saved.get(name), current.get(name))
-    if changed:
-      lines = ["  %s: %s when the state was saved, %s now" %
-               (name, _shown(saved.get(name)), _shown(current.get(name))) for name in changed]
-      raise UserInputError(
-          "--output_dir %s holds a training state made with other settings:\n%s\nResuming "
-          "would mix the two runs. Start a new --output_dir, or run with the old values. "
-          "(Settings that may change on resume: %s.)" %
-          (self.output_dir, "\n".join(lines), ", ".join(CHANGEABLE_SETTINGS)))
+    check_settings(self.output_dir, self.state_dir, self.settings, training)
 
   def _write_settings(self):
     """The settings of the run that saved (a run that only evaluates saves nothing)."""
@@ -185,8 +172,53 @@ class CheckpointKeeper:
         logging.warning("Could not remove the partial file %s", path)
 
 
-def _shown(value):
-  return "(not recorded)" if value is None else json.dumps(value)
+def check_settings(output_dir, state_dir, settings, training):
+  """Stops, naming each change, when `state_dir` holds a training state saved with other
+  `settings` ({name: JSON value}); logs the allowed changes (CHANGEABLE_SETTINGS).
+
+  A run that trains compares every setting both ways: one the saved state has and this run
+  lacks is a change too (a state trained on windows and a re-run without them). A run that
+  only evaluates or predicts states only what shapes the weights (it reads no training data,
+  so it may cut its own data otherwise), and only those are compared. Nothing is read or
+  written besides the settings file: callers check before writing any feature file.
+  """
+  path = os.path.join(state_dir, run_folder.SETTINGS_NAME)
+  # No `checkpoint` state file: no state to resume from (a stale settings file is ignored).
+  if settings is None or not tf.io.gfile.exists(os.path.join(state_dir, "checkpoint")) or (
+      not tf.io.gfile.exists(path)):
+    return
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      saved = json.loads(f.read())
+    if not isinstance(saved, dict):
+      raise ValueError("not a JSON object")
+  except (ValueError, tf.errors.OpError) as e:
+    raise UserInputError("Cannot read %s (%s): it records the settings of the training state "
+                         "in %s. Restore it, or start a new --output_dir." %
+                         (path, io_reason(e), output_dir)) from None
+  current = json.loads(json.dumps(settings))  # compare as JSON: tuples -> lists
+  names = sorted(set(current) | set(saved)) if training else sorted(current)
+  values = {name: tuple(side.get(name, UNRECORDED_DEFAULTS.get(name, _ABSENT))
+                        for side in (saved, current)) for name in names}
+  different = [name for name in names if values[name][0] != values[name][1]]
+  changed = [name for name in different if name not in CHANGEABLE_SETTINGS]
+  for name in different:
+    if name in CHANGEABLE_SETTINGS and _ABSENT not in values[name]:
+      logging.info("Resuming with %s changed from %s to %s (allowed: it does not change the "
+                   "saved state).", name, *map(json.dumps, values[name]))
+  if changed:
+    lines = ["  %s: %s when the state was saved, %s now" %
+             (name, _shown(values[name][0], "(not recorded)"),
+              _shown(values[name][1], "(not set)")) for name in changed]
+    raise UserInputError(
+        "--output_dir %s holds a training state made with other settings:\n%s\nResuming "
+        "would mix the two runs. Start a new --output_dir, or run with the old values. "
+        "(Settings that may change on resume: %s.)" %
+        (output_dir, "\n".join(lines), ", ".join(CHANGEABLE_SETTINGS)))
+
+
+def _shown(value, absent):
+  return absent if value is _ABSENT else json.dumps(value)
 
 
 def write_checkpoint_state(folder, names):

@@ -6,8 +6,9 @@ task's hooks (TaskHooks), on the options read from its flags (runner_flags.RunOp
 
 Every check runs before any feature file is written or any step trained (flag values,
 sequence length and vocab vs the config, casing vs the checkpoint name, batch sizes vs
-replicas, the export folder, the checkpoint, the output folder), and every data file is
-read before training, so a typo in the dev file is reported before hours of training.
+replicas, the export folder, the checkpoint, the output folder, the settings of the training
+state a re-run resumes from), and every data file is read before training, so a typo in the
+dev file is reported before hours of training.
 A runner script is its flags and a TaskHooks subclass.
 """
 
@@ -177,6 +178,8 @@ def run_task(options, hooks):
   inputs = {split: hooks.read_examples(run, split)
             for split, action in SPLITS if getattr(options, action)}
   num_train_steps, num_warmup_steps = hooks.train_steps(run, inputs.get("train", []))
+  # make_trainer's Trainer first compares --output_dir's saved state's settings with this
+  # run's: a refused resume stops here, before any feature file or model file is written.
   run.trainer = hooks.make_trainer(run, num_train_steps, num_warmup_steps,
                                    training_settings(run, hooks, inputs), _init_source(run, hooks))
   if options.do_train and run.trainer.chief:
@@ -386,9 +389,11 @@ def training_settings(run, hooks, inputs):
   """The settings stored with the training state and compared when a run resumes from it.
 
   Those that shape the weights and optimizer state (config, labels, vocab, casing) always;
-  those of the data and its order (sequence length, batch sizes, the training data) only
-  when this run trains: evaluating or predicting from a saved state may use other values.
-  Epochs and step counts may change on resume (checkpoint_keeper.CHANGEABLE_SETTINGS).
+  those of the data and its order (sequence length, batch sizes, the training data, and the
+  task's own, such as how long documents are cut) only when this run trains: evaluating or
+  predicting from a saved state may use other values. A run that trains compares them both
+  ways (checkpoint_keeper.check_settings). Epochs and step counts may change on resume
+  (checkpoint_keeper.CHANGEABLE_SETTINGS).
   """
   options = run.options
   settings = {"bert_config": run.config.to_dict(), "optimizer": options.optimizer,
@@ -409,9 +414,10 @@ def training_settings(run, hooks, inputs):
 def make_trainer(options, strategy, task, num_train_steps, num_warmup_steps, settings=None,
                  init_checkpoint=None):
   """The Trainer of every runner, configured from the options (`init_checkpoint`: a source
-  to load instead of --init_checkpoint's path)."""
+  to load instead of --init_checkpoint's path). It stops at once when --output_dir holds a
+  training state saved with other `settings` (Trainer.check_resume): nothing is written yet."""
   from bert_tf import optimization
-  return training.Trainer(
+  trainer = training.Trainer(
       strategy, task, options.output_dir,
       lambda names: optimization.create_optimizer(options.learning_rate, num_train_steps,
                                                   num_warmup_steps, names, options.optimizer),
@@ -419,6 +425,8 @@ def make_trainer(options, strategy, task, num_train_steps, num_warmup_steps, set
       accumulation_steps=options.gradient_accumulation_steps,
       loss_scale=options.mixed_precision == "float16", jit_compile=options.jit_compile,
       worker=distribution.worker_name(strategy), settings=settings)
+  trainer.check_resume(options.do_train)
+  return trainer
 
 
 def write_test_results(path, rows):

@@ -27,7 +27,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints, run_folder
+from bert_tf import checkpoint_keeper, checkpoints, run_folder
 from bert_tf import preemption as preemption_lib
 from bert_tf.checkpoint_keeper import CheckpointKeeper
 from bert_tf.errors import Preempted, UserInputError
@@ -224,6 +224,7 @@ class Trainer:
     self.init_checkpoint = init_checkpoint
     self.max_to_keep = max_to_keep
     self.settings = settings
+    self._settings_checked = False  # check_resume did
 
   @property
   def step(self):
@@ -245,12 +246,22 @@ class Trainer:
                             lambda prefix, step: self.export_google_checkpoint(prefix),
                             self.worker, self.settings, self.max_to_keep)
 
+  def check_resume(self, training):
+    """Stops, before the run writes anything, when output_dir holds a training state saved
+    with other settings (checkpoint_keeper.check_settings; `training`: this run trains)."""
+    checkpoint_keeper.check_settings(self.output_dir,
+                                     run_folder.state_dir(self.output_dir, self.worker),
+                                     self.settings, training)
+    self._settings_checked = True
+
   def restore_or_initialize(self, iterator=None):
     """Resumes from output_dir if it holds a training state, else loads init_checkpoint.
+    With `iterator` (the training input, saved with the state) the run trains.
 
     Returns the CheckpointKeeper of the run."""
     keeper = self._keeper(iterator)
-    latest = keeper.restore_latest()
+    latest = keeper.restore_latest(training=iterator is not None,
+                                   settings_checked=self._settings_checked)
     if latest:
       logging.info("Resumed from %s at step %d", latest, self.step)
       return keeper

@@ -1,8 +1,10 @@
 """run_classifier --long_document=windows: the windows (Python and in-graph), the pooling, and
 one run through the real command line (records, metrics, predictions, export, resume)."""
 
+import hashlib
 import json
 import random
+import shutil
 import subprocess
 import sys
 
@@ -11,11 +13,12 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import example_codec, packing, tokenization
+from bert_tf.run_lock import LOCK_NAME
 from bert_tf.tasks import glue
 from bert_tf.tasks.glue import export as glue_export
 from bert_tf.tasks.glue import windows
 from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, assert_float32_close
-from helpers import ROOT, run_script, run_serving_script
+from helpers import ROOT, run_serving_script
 
 LETTERS = "a b c d e f g h i j"  # ten words, each one piece of the uncased vocab
 
@@ -208,16 +211,25 @@ print(json.dumps(out["probabilities"].numpy().tolist()))
 """
 
 
-@pytest.mark.slow
-def test_windows_through_run_classifier_and_its_export(tmp_path, tokenizer):
-  """One run: records, the log, per-example metrics and predictions, the export's answers on
-  the long texts, the stored settings; then a resume with another stride is refused."""
-  data = _mrpc_with_long_texts(tmp_path / "MRPC")
-  out, export_dir = tmp_path / "out", tmp_path / "export"
-  result = run_script("run_classifier.py", *_args(
+@pytest.fixture(scope="module")
+def windows_run(tmp_path_factory, script_session):
+  """One windows run (stride 12) trained one epoch, evaluated, predicted and exported, by the
+  module's run_classifier process: (data folder, output folder, export folder, its result)."""
+  folder = tmp_path_factory.mktemp("windows")
+  data = _mrpc_with_long_texts(folder / "MRPC")
+  out, export_dir = folder / "out", folder / "export"
+  result = script_session("run_classifier.py")(*_args(
       data, out, "--doc_stride=12", "--do_train", "--do_eval", "--do_predict",
       "--train_batch_size=4", "--num_train_epochs=1", "--eval_batch_size=5",
       "--predict_batch_size=5", "--export_dir=%s" % export_dir))
+  return data, out, export_dir, result
+
+
+@pytest.mark.slow
+def test_windows_through_run_classifier_and_its_export(windows_run, tmp_path, tokenizer):
+  """The run: records, the log, per-example metrics and predictions, the export's answers on
+  the long texts, the stored settings."""
+  data, out, export_dir, result = windows_run
   assert result.returncode == 0, result.stderr[-3000:]
   processor = glue.MrpcProcessor()
   examples = processor.get_train_examples(str(data))
@@ -254,7 +266,8 @@ def test_windows_through_run_classifier_and_its_export(tmp_path, tokenizer):
       -np.mean(np.log(probabilities[np.arange(len(labels)), labels])), rel=1e-5)
   assert "eval_f1" in eval_results
   settings = json.loads((out / "training_state" / "settings.json").read_text())
-  assert (settings["long_document"], settings["doc_stride"]) == ("windows", 12)
+  assert (settings["long_document"], settings["doc_stride"], settings["window_pooling"]) == (
+      "windows", 12, "mean")
   # The export reads the long texts as the runner did (a fresh process, without bert_tf).
   meta = json.loads((export_dir / "assets.extra" / "bert_tf_export.json").read_text())
   assert (meta["long_document"], meta["doc_stride"], meta["window_pooling"]) == (
@@ -262,12 +275,84 @@ def test_windows_through_run_classifier_and_its_export(tmp_path, tokenizer):
   served = run_serving_script(_SERVE, tmp_path, [export_dir], {
       "a": [e.text_a for e in examples], "b": [e.text_b for e in examples]})
   assert_float32_close(np.array(served), probabilities, ulps=64)
-  # Resuming the training with other windows would mix two datasets.
-  again = run_script("run_classifier.py", *_args(data, out, "--doc_stride=8", "--do_train",
-                                                  "--train_batch_size=4"))
-  assert again.returncode == 2, again.stderr[-2000:]
-  assert "doc_stride: 12 when the state was saved, 8 now" in again.stderr
-  assert "Traceback" not in again.stderr
+
+
+# Resuming windows_run's folder (a copy per test) otherwise. A resume that trains on other
+# windows, or on truncated records, would mix two datasets: it stops before writing anything.
+
+_TRAIN = ("--do_train", "--train_batch_size=4", "--num_train_epochs=1")
+
+
+def _digests(folder):
+  """Each file under `folder`: its path -> the sha1 of its bytes. The run lock is left out: a
+  process removes it as it ends, but the session's process lives on, holding it."""
+  return {str(path): hashlib.sha1(path.read_bytes()).hexdigest()
+          for path in sorted(folder.rglob("*")) if path.is_file() and path.name != LOCK_NAME}
+
+
+def _copy(windows_run, tmp_path):
+  data, out = windows_run[:2]
+  assert windows_run[3].returncode == 0, windows_run[3].stderr[-3000:]
+  shutil.copytree(out, tmp_path / "out")
+  return data, tmp_path / "out"
+
+
+def _truncate(args):
+  return [a for a in args if a != "--long_document=windows"]
+
+
+@pytest.mark.slow
+def test_resume_with_another_doc_stride_stops_before_writing_anything(windows_run, tmp_path,
+                                                                      script_session):
+  data, out = _copy(windows_run, tmp_path)
+  before = _digests(out)
+  refused = script_session("run_classifier.py")(*_args(data, out, "--doc_stride=8", *_TRAIN))
+  assert refused.returncode == 2, refused.stderr[-2000:]
+  assert "doc_stride: 12 when the state was saved, 8 now" in refused.stderr
+  assert "Traceback" not in refused.stderr
+  assert _digests(out) == before  # train.tf_record, settings.json, every checkpoint
+
+
+@pytest.mark.slow
+def test_resume_of_a_windows_state_without_windows_stops_before_writing_anything(
+    windows_run, tmp_path, script_session):
+  data, out = _copy(windows_run, tmp_path)
+  before = _digests(out)
+  refused = script_session("run_classifier.py")(*_truncate(_args(data, out, *_TRAIN)))
+  assert refused.returncode == 2, refused.stderr[-2000:]
+  assert 'long_document: "windows" when the state was saved, "truncate" now' in refused.stderr
+  assert "doc_stride: 12 when the state was saved, (not set) now" in refused.stderr
+  assert "Traceback" not in refused.stderr
+  assert _digests(out) == before
+
+
+@pytest.mark.slow
+def test_resume_with_another_window_pooling_is_allowed_and_logged(windows_run, tmp_path,
+                                                                   script_session):
+  """The pooling combines logits at evaluation and prediction only: training is the same."""
+  data, out = _copy(windows_run, tmp_path)
+  pooling = script_session("run_classifier.py")(
+      *_args(data, out, "--doc_stride=12", "--window_pooling=max", *_TRAIN))
+  assert pooling.returncode == 0, pooling.stderr[-2000:]
+  assert pooling.stderr.count(
+      'Resuming with window_pooling changed from "mean" to "max" (allowed') == 1
+  assert "Already trained to step" in pooling.stderr
+
+
+@pytest.mark.slow
+def test_evaluating_windows_weights_on_truncated_texts_runs_and_warns(windows_run, tmp_path,
+                                                                      script_session):
+  """Allowed (a run that only evaluates may read its texts otherwise), but likely a forgotten
+  flag: the log names the flags the weights were trained with."""
+  data, out = _copy(windows_run, tmp_path)
+  evaluate = script_session("run_classifier.py")(
+      *_truncate(_args(data, out, "--do_eval", "--eval_batch_size=5")))
+  assert evaluate.returncode == 0, evaluate.stderr[-2000:]
+  assert ("were trained with --long_document=windows --doc_stride=12; this run reads its texts "
+          "with --long_document=truncate (allowed; pass --long_document=windows "
+          "--doc_stride=12 to read them as training did)") in evaluate.stderr
+  assert "Running evaluation: %d examples" % len(
+      glue.MrpcProcessor().get_dev_examples(str(data))) in evaluate.stderr
 
 
 # run_classifier in one process: the flag checks (each stops in main with its message), the TPU

@@ -1,6 +1,7 @@
 """Exact resume with dropout on: SIGTERM/SIGINT mid-run (preemption) and SIGKILL, then the same
-command."""
+command; and which settings a resume compares (checkpoint_keeper.check_settings)."""
 
+import json
 import os
 import re
 import shutil
@@ -12,14 +13,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import checkpoint_keeper
+from bert_tf.errors import UserInputError
 from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-pytestmark = pytest.mark.slow
 
 
 def _dropout_is_on():
-  import json
   config = json.loads(open(TINY_CONFIG).read())
   return config["hidden_dropout_prob"] > 0 and config["attention_probs_dropout_prob"] > 0
 
@@ -78,6 +79,7 @@ def _stop_at_step(command, at_step, signum):
   return process.returncode, "".join(seen) + rest
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make_args,signum", [(_classifier, signal.SIGTERM),
                                               (_squad, signal.SIGTERM),
                                               (_swag, signal.SIGINT)],
@@ -114,3 +116,97 @@ def test_stopped_by_a_signal_then_rerun_ends_with_the_uninterrupted_weights(
   assert sorted(got) == sorted(want)
   for key in want:
     np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-6, err_msg=key)
+
+
+# ---- which settings a resume compares ----------------------------------------------------
+
+_WINDOWS = {"labels": ["0", "1"], "train_data": {"sha1": "d"}, "long_document": "windows",
+            "doc_stride": 16, "window_pooling": "mean"}
+_TRUNCATE = {"labels": ["0", "1"], "train_data": {"sha1": "d"}}  # truncate is not recorded
+_EVAL_ONLY = {"labels": ["0", "1"]}  # what a run without --do_train states
+
+
+def _state(folder, saved):
+  """A training state folder holding ckpt-3 (its files empty: only the settings are read)
+  saved with `saved` (None: no settings file); returns the folder."""
+  state = folder / "training_state"
+  state.mkdir(parents=True)
+  (state / "ckpt-3.index").write_bytes(b"")
+  checkpoint_keeper.write_checkpoint_state(str(state), ["ckpt-3"])
+  if saved is not None:
+    (state / "settings.json").write_text(json.dumps(saved))
+  return state
+
+
+def _check(state, settings, training):
+  checkpoint_keeper.check_settings("out", str(state), settings, training)
+
+
+def _refusal(state, settings, training=True):
+  with pytest.raises(UserInputError) as e:
+    _check(state, settings, training)
+  return [line.strip() for line in str(e.value).splitlines()[1:-1]]
+
+
+def test_training_resume_compares_the_saved_settings_both_ways(tmp_path):
+  windows = _state(tmp_path / "w", _WINDOWS)
+  # Windows -> truncate: the state has the windows entries this run lacks.
+  assert _refusal(windows, _TRUNCATE) == [
+      "doc_stride: 16 when the state was saved, (not set) now",
+      'long_document: "windows" when the state was saved, "truncate" now']
+  assert _refusal(windows, dict(_WINDOWS, doc_stride=8)) == [
+      "doc_stride: 16 when the state was saved, 8 now"]
+  assert _refusal(windows, {k: v for k, v in _WINDOWS.items() if k != "labels"}) == [
+      'labels: ["0", "1"] when the state was saved, (not set) now']
+  truncate = _state(tmp_path / "t", _TRUNCATE)
+  assert _refusal(truncate, _WINDOWS) == [
+      "doc_stride: (not recorded) when the state was saved, 16 now",
+      'long_document: "truncate" when the state was saved, "windows" now']
+  _check(truncate, _TRUNCATE, True)
+  _check(windows, _WINDOWS, True)
+
+
+def test_an_absent_long_document_is_truncate_on_either_side(tmp_path):
+  """Runs record only windows, so states saved before windows existed are truncate ones."""
+  explicit = _state(tmp_path / "e", dict(_TRUNCATE, long_document="truncate"))
+  _check(explicit, _TRUNCATE, True)
+  _check(_state(tmp_path / "a", _TRUNCATE), dict(_TRUNCATE, long_document="truncate"), True)
+  assert _refusal(explicit, _WINDOWS) == [
+      "doc_stride: (not recorded) when the state was saved, 16 now",
+      'long_document: "truncate" when the state was saved, "windows" now']
+
+
+def test_a_run_that_only_evaluates_compares_only_what_it_states(tmp_path):
+  windows = _state(tmp_path, _WINDOWS)
+  _check(windows, _EVAL_ONLY, False)  # it may cut its own data otherwise
+  assert _refusal(windows, {"labels": ["1", "0"]}, training=False) == [
+      'labels: ["0", "1"] when the state was saved, ["1", "0"] now']
+  # The same settings from a run that trains are a change: it would train on other data.
+  assert "train_data" in "\n".join(_refusal(windows, _EVAL_ONLY))
+
+
+def test_window_pooling_may_change_on_resume_and_the_log_says_so(tmp_path, caplog):
+  windows = _state(tmp_path, _WINDOWS)
+  caplog.set_level("INFO")
+  _check(windows, dict(_WINDOWS, window_pooling="max"), True)
+  assert ('Resuming with window_pooling changed from "mean" to "max" (allowed: it does not '
+          'change the saved state).') in caplog.text
+  # A state saved before the pooling was recorded: nothing to compare, nothing said.
+  caplog.clear()
+  old = _state(tmp_path / "old", {k: v for k, v in _WINDOWS.items() if k != "window_pooling"})
+  _check(old, _WINDOWS, True)
+  assert "window_pooling" not in caplog.text
+
+
+def test_settings_are_checked_only_beside_a_state_and_must_be_readable(tmp_path):
+  no_settings = _state(tmp_path / "a", None)
+  _check(no_settings, _TRUNCATE, True)  # an older run without settings.json
+  stale = tmp_path / "b" / "training_state"
+  stale.mkdir(parents=True)
+  (stale / "settings.json").write_text(json.dumps(_WINDOWS))
+  _check(stale, _TRUNCATE, True)  # no state to resume from: the run starts over
+  broken = _state(tmp_path / "c", None)
+  (broken / "settings.json").write_text("[1, 2")
+  with pytest.raises(UserInputError, match=r"Cannot read .*settings.json .*Restore it, or "
+                                           r"start a new --output_dir"):
+    _check(broken, _TRUNCATE, False)

@@ -1,6 +1,7 @@
 """Real command lines against the hostile cases of one --output_dir: two runs at once, resumes
 with changed settings, damaged checkpoints (issue: nothing lost, nothing half-done)."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import time
 import pytest
 import tensorflow as tf
 
+from bert_tf.run_lock import LOCK_NAME
 from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, TINY_DIR, VOCAB_UNCASED
 from helpers import ROOT, damaged_copy, run_script_cases
 
@@ -86,6 +88,35 @@ def test_resume_with_changed_settings_says_what_changed(finished_run, tmp_path, 
   assert more.returncode == 0, more.stderr[-2000:]
   assert "num_train_epochs changed from 1.0 to 2.0" in more.stderr
   assert "Resumed from" in more.stderr
+
+
+def _digests(folder):
+  """Each file under `folder`: its path -> the sha1 of its bytes. The run lock is left out: a
+  process removes it as it ends, but the session's process lives on, holding it."""
+  return {str(path): hashlib.sha1(path.read_bytes()).hexdigest()
+          for path in sorted(folder.rglob("*")) if path.is_file() and path.name != LOCK_NAME}
+
+
+def test_resume_on_windows_of_a_truncate_state_writes_nothing(finished_run, tmp_path,
+                                                              script_session):
+  """The finished run trained on truncated records: training it on windows would mix two
+  datasets, so that stops before writing anything. Truncate is not recorded (states saved
+  before windows existed are truncate ones): the same command, without windows, resumes."""
+  run_classifier = script_session("run_classifier.py")  # the module's run_classifier process
+  out = tmp_path / "run"
+  shutil.copytree(finished_run, out)
+  settings = json.loads((out / "training_state" / "settings.json").read_text())
+  assert "long_document" not in settings and "doc_stride" not in settings
+  before = _digests(out)
+  windows = run_classifier(*_classifier_args(out, "--long_document=windows"))
+  message = _error(windows)
+  assert 'long_document: "truncate" when the state was saved, "windows" now' in message
+  assert "doc_stride: (not recorded) when the state was saved, 128 now" in message
+  assert "Traceback" not in windows.stderr
+  assert _digests(out) == before
+  again = run_classifier(*_classifier_args(out))
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert "Resumed from" in again.stderr and "Already trained to step" in again.stderr
 
 
 _DAMAGES = ("truncated", "bit_flipped")
@@ -164,7 +195,6 @@ def test_damaged_latest_training_state_falls_back_to_the_previous_one(finished_r
 
 
 def test_squad_file_with_a_duplicated_question_id_is_refused(tmp_path):
-  import json
   from bert_tf.errors import UserInputError
   from bert_tf.tasks import squad
   data = {"data": [{"paragraphs": [
