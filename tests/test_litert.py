@@ -2,6 +2,7 @@
 writes (float32 equal to the SavedModel, int8 close to it), its errors, and (opt-in, with a
 MediaPipe Python) MediaPipe's TextClassifier serving the .tflite from raw text."""
 
+import functools
 import json
 import os
 import shutil
@@ -137,10 +138,17 @@ def exports(tmp_path_factory):
   return {kind: str(path) for kind, path in made.items()}
 
 
-def savedmodel_ids(export_dir, inputs):
+@functools.lru_cache(maxsize=None)
+def serve_ids(export_dir):
+  """The export's ids signature, loaded once per export."""
   import tensorflow as tf
   import tensorflow_text  # noqa: F401
-  serve = tf.saved_model.load(export_dir).signatures[export.IDS_SIGNATURE]
+  return tf.saved_model.load(export_dir).signatures[export.IDS_SIGNATURE]
+
+
+def savedmodel_ids(export_dir, inputs):
+  import tensorflow as tf
+  serve = serve_ids(export_dir)
   out = {k: v.numpy() for k, v in serve(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
   if "logits" in out and export.read_metadata(export_dir)["task"] == "classification":
     logits = out.pop("logits")
@@ -153,8 +161,7 @@ def check_ids_outside_the_tables(export_dir, tflite, inputs):
   """An id or type id outside the model's tables: the SavedModel refuses the request, the
   .tflite answers NaN (LiteRT has no Assert op), never another token's numbers."""
   import tensorflow as tf
-  import tensorflow_text  # noqa: F401
-  serve = tf.saved_model.load(export_dir).signatures[export.IDS_SIGNATURE]
+  serve = serve_ids(export_dir)
   tflite = litert_export.interpreter(tflite).get_signature_runner()
   for name, position, value in (("input_word_ids", 3, -1), ("input_word_ids", 3, 30522),
                                 ("input_word_ids", 3, 10 ** 9), ("input_type_ids", 2, 2),
