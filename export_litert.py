@@ -13,8 +13,8 @@ is written only when every step succeeded. See docs/serving.md, "LiteRT and Medi
 """
 
 import os
-import subprocess
 import shutil
+import subprocess
 import sys
 import tempfile
 import zipfile
