@@ -2,8 +2,10 @@
 writes (float32 equal to the SavedModel, int8 close to it), its errors, and (opt-in, with a
 MediaPipe Python) MediaPipe's TextClassifier serving the .tflite from raw text."""
 
+import functools
 import json
 import os
+import shutil
 import subprocess
 import zipfile
 
@@ -136,16 +138,40 @@ def exports(tmp_path_factory):
   return {kind: str(path) for kind, path in made.items()}
 
 
-def savedmodel_ids(export_dir, inputs):
+@functools.lru_cache(maxsize=None)
+def serve_ids(export_dir):
+  """The export's ids signature, loaded once per export."""
   import tensorflow as tf
   import tensorflow_text  # noqa: F401
-  serve = tf.saved_model.load(export_dir).signatures[export.IDS_SIGNATURE]
+  return tf.saved_model.load(export_dir).signatures[export.IDS_SIGNATURE]
+
+
+def savedmodel_ids(export_dir, inputs):
+  import tensorflow as tf
+  serve = serve_ids(export_dir)
   out = {k: v.numpy() for k, v in serve(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
   if "logits" in out and export.read_metadata(export_dir)["task"] == "classification":
     logits = out.pop("logits")
     shifted = np.exp(logits - logits.max(-1, keepdims=True))
     out["probabilities"] = shifted / shifted.sum(-1, keepdims=True)
   return out
+
+
+def check_ids_outside_the_tables(export_dir, tflite, inputs):
+  """An id or type id outside the model's tables: the SavedModel refuses the request, the
+  .tflite answers NaN (LiteRT has no Assert op), never another token's numbers."""
+  import tensorflow as tf
+  serve = serve_ids(export_dir)
+  tflite = litert_export.interpreter(tflite).get_signature_runner()
+  for name, position, value in (("input_word_ids", 3, -1), ("input_word_ids", 3, 30522),
+                                ("input_word_ids", 3, 10 ** 9), ("input_type_ids", 2, 2),
+                                ("input_type_ids", 2, -1)):
+    bad = {k: v.copy() for k, v in inputs.items()}
+    bad[name][..., position] = value
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input_(word|type)_ids holds"):
+      serve(**{k: tf.constant(v) for k, v in bad.items()})
+    got = tflite(**bad)
+    assert got and all(np.isnan(v).all() for v in got.values()), (name, value)
 
 
 @pytest.mark.slow
@@ -155,11 +181,12 @@ def test_export_litert_matches_the_savedmodel(exports, kind, tmp_path):
   inputs = ids_batch(shape, seed=3)
   want = savedmodel_ids(exports[kind], inputs)
   float32 = litert_export.convert(exports[kind], tmp_path / "f32.tflite")
-  assert float32.max_difference <= 1e-5
+  assert float32.max_difference <= 1e-5  # absolute: SQuAD logits are a few units
   got = run_tflite(float32.output_file, inputs)
   assert sorted(got) == sorted(want)
   for name, value in want.items():
-    close(got[name], value, 1e-5)
+    close(got[name], value, 1e-6)
+  check_ids_outside_the_tables(exports[kind], float32.output_file, inputs)
   int8 = litert_export.convert(exports[kind], tmp_path / "int8.tflite", quantize="int8")
   assert int8.size_bytes < 0.6 * float32.size_bytes  # int8 weights
   got8 = run_tflite(int8.output_file, inputs)
@@ -170,47 +197,234 @@ def test_export_litert_matches_the_savedmodel(exports, kind, tmp_path):
     assert fixed.inputs["input_word_ids"] == [1, SEQ]
     assert float32.inputs["input_word_ids"] == [1, -1]
     for name, value in want.items():
-      close(run_tflite(fixed.output_file, inputs)[name], value, 1e-5)
+      close(run_tflite(fixed.output_file, inputs)[name], value, 1e-6)
 
 
-def test_export_litert_refuses_what_it_cannot_convert(tmp_path):
+def fake_export(folder, parts=("saved_model.pb", "variables/variables.index"), **metadata):
+  """A folder shaped like an export (empty model files: loading it fails) with `metadata`; a
+  single-text uncased classifier unless told. Only checks made before converting pass it."""
+  folder.mkdir(parents=True)
+  for part in parts:
+    (folder / part).parent.mkdir(parents=True, exist_ok=True)
+    (folder / part).write_bytes(b"")
+  record = {"task": "classification", "labels": LABELS, "max_seq_length": SEQ,
+            "do_lower_case": True, "vocab_size": 30522, "inference_precision": "float32",
+            "signatures": {export.IDS_SIGNATURE: {}}}
+  record.update(metadata)
+  (folder / export.METADATA_DIR).mkdir()
+  (folder / export.METADATA_DIR / export.METADATA_FILE).write_text(json.dumps(record))
+  return str(folder)
+
+
+def test_export_litert_refuses_exports_it_cannot_read(tmp_path):
   with pytest.raises(UserInputError, match=r"does not exist"):
     litert_export.read_export(tmp_path / "nope")
+  (tmp_path / "file").write_text("x")
+  with pytest.raises(UserInputError, match=r"=.*file is a file, not a folder"):
+    litert_export.read_export(tmp_path / "file")
   (tmp_path / "plain").mkdir()
   with pytest.raises(UserInputError, match=r"is not a bert_tf export \(no assets.extra/"):
     litert_export.read_export(tmp_path / "plain")
-  old = tmp_path / "old" / export.METADATA_DIR
-  old.mkdir(parents=True)
-  (old / export.METADATA_FILE).write_text(json.dumps({"task": "text_embedder",
-                                                      "signatures": {"serving_default": {}}}))
+  fake_export(tmp_path / "old", signatures={"serving_default": {}})
   with pytest.raises(UserInputError, match=r"has no serve_ids signature .* export it again"):
     litert_export.read_export(tmp_path / "old")
+  fake_export(tmp_path / "novars", parts=("saved_model.pb",))
+  with pytest.raises(UserInputError, match=r"incomplete \(no variables/variables.index\)"):
+    litert_export.read_export(tmp_path / "novars")
+  damaged = fake_export(tmp_path / "damaged")
+  (tmp_path / "damaged" / export.METADATA_DIR / export.METADATA_FILE).write_text('{"task": ')
+  with pytest.raises(UserInputError, match=r"bert_tf_export.json of the export .* cannot be "
+                     r"read \(Expecting value"):
+    litert_export.read_export(damaged)
+  for task, says in (("tfhub_encoder", r"TF Hub encoder export .* Keras' exporter"),
+                     ("tfhub_preprocessor", r"TF Hub preprocessor export .* no model")):
+    with pytest.raises(UserInputError, match=says):
+      litert_export.read_export(fake_export(tmp_path / task, task=task, signatures={}))
   with pytest.raises(UserInputError, match=r"--quantize=int4 is not one of none, int8"):
     litert_export.convert(tmp_path / "old", tmp_path / "x.tflite", quantize="int4")
+
+
+def test_export_litert_refuses_exports_whose_tflite_would_differ(tmp_path):
+  for computes in ("int8", "bfloat16"):
+    with pytest.raises(UserInputError, match=r"computes in %s; export_litert.py converts "
+                       r"float32 exports only: .* --quantize=int8" % computes):
+      litert_export.check_export({"inference_precision": computes}, "E")
+  windows = {"long_document": "windows", "doc_stride": 64, "max_seq_length": 128}
+  with pytest.raises(UserInputError, match=r"by windows \(doc_stride=64\); .* first 128 tokens "
+                     r"only: pass --first_window_only"):
+    litert_export.check_export(windows, "E")
+  litert_export.check_export(windows, "E", first_window_only=True)  # accepted when asked
+  litert_export.check_export({"inference_precision": "float32"}, "E")
+
+
+def test_export_litert_checks_the_output_file_before_converting(tmp_path):
+  export_dir = fake_export(tmp_path / "export")
+  with pytest.raises(UserInputError, match=r"--output_file=.* is a folder; pass a file path"):
+    litert_export.check_output_file(tmp_path, export_dir)
+  with pytest.raises(UserInputError, match=r"Folder .*missing \(for --output_file\) does not "
+                     r"exist"):
+    litert_export.check_output_file(tmp_path / "missing" / "x.tflite", export_dir)
+  (tmp_path / "file").write_text("x")
+  with pytest.raises(UserInputError, match=r"cannot be written: .*file is a file, not a folder"):
+    litert_export.check_output_file(tmp_path / "file" / "x.tflite", export_dir)
+  for inside in ("saved_model.pb", "variables/x.tflite", "assets.extra/../new.tflite"):
+    with pytest.raises(UserInputError, match=r"is inside the export it converts"):
+      litert_export.check_output_file(os.path.join(export_dir, inside), export_dir)
+  litert_export.check_output_file(tmp_path / "export.tflite", export_dir)  # beside it: fine
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_export_litert_refuses_an_unwritable_output_folder(tmp_path):
+  export_dir = fake_export(tmp_path / "export")
+  (tmp_path / "locked").mkdir(mode=0o555)
+  with pytest.raises(UserInputError, match=r"cannot be written: folder .*locked is not "
+                     r"writable"):
+    litert_export.check_output_file(tmp_path / "locked" / "x.tflite", export_dir)
+
+
+def test_export_litert_writes_the_output_whole_or_not_at_all(tmp_path):
+  out = tmp_path / "model.tflite"
+  out.write_bytes(b"old")
+  litert_export.write_file(b"new", out)
+  assert out.read_bytes() == b"new" and os.listdir(tmp_path) == ["model.tflite"]
+  (tmp_path / "folder").mkdir()
+  with pytest.raises(UserInputError, match=r"--output_file=.*folder cannot be written: Is a "
+                     r"directory"):
+    litert_export.write_file(b"new", tmp_path / "folder")
+  assert sorted(os.listdir(tmp_path)) == ["folder", "model.tflite"]  # no temporary file left
+
+
+def test_export_litert_takes_only_the_exports_vocab(tmp_path):
+  export_dir = fake_export(tmp_path / "export")
+  metadata = export.read_metadata(export_dir)
+  with pytest.raises(UserInputError, match=r"keeps no vocab.txt .* pass --vocab_file"):
+    litert_export.export_vocab(export_dir, metadata)
+  vocab = open(VOCAB_UNCASED, encoding="utf-8").read()
+  assert litert_export.export_vocab(export_dir, metadata, VOCAB_UNCASED) == VOCAB_UNCASED
+  short = tmp_path / "short.txt"
+  short.write_text("".join(vocab.splitlines(True)[:1000]))
+  with pytest.raises(UserInputError, match=r"short.txt has 1000 entries, the export's vocab "
+                     r"30522: pass the vocab the export was made with\.$"):
+    litert_export.export_vocab(export_dir, metadata, str(short))
+  (tmp_path / "export" / export.METADATA_DIR / export.VOCAB_FILE).write_text(vocab)
+  assert litert_export.export_vocab(export_dir, metadata).endswith("assets.extra/vocab.txt")
+  swapped = tmp_path / "swapped.txt"
+  lines = vocab.splitlines(True)
+  lines[2000], lines[2001] = lines[2001], lines[2000]
+  swapped.write_text("".join(lines))
+  with pytest.raises(UserInputError, match=r"swapped.txt differs from the vocab the export was "
+                     r"made with \(.*vocab.txt, from line 2001\)"):
+    litert_export.export_vocab(export_dir, metadata, str(swapped))
+  with pytest.raises(UserInputError, match=r"--vocab_file .*nope.txt does not exist"):
+    litert_export.export_vocab(export_dir, metadata, str(tmp_path / "nope.txt"))
+  with pytest.raises(UserInputError, match=r"--vocab_file .* is a folder, not a file"):
+    litert_export.export_vocab(export_dir, metadata, str(tmp_path))
+
+
+def fake_python(folder, name, body, executable=True):
+  """A stand-in for --mediapipe_python: a shell script `body` (its arguments: "-c" and the
+  probe's import, or mediapipe_metadata.py and its flags)."""
+  path = folder / name
+  path.write_text("#!/bin/sh\n" + body)
+  path.chmod(0o755 if executable else 0o644)
+  return str(path)
+
+
+@pytest.mark.slow
+def test_export_litert_command_refuses_before_converting(tmp_path):
+  """Every check that needs no conversion fails before it: the exports here are files shaped
+  like exports, whose loading would fail with another message."""
+  export_dir = fake_export(tmp_path / "export")
+  windows = fake_export(tmp_path / "windows", long_document="windows", doc_stride=16)
+  int8 = fake_export(tmp_path / "int8", inference_precision="int8")
+  novars = fake_export(tmp_path / "novars", parts=("saved_model.pb",))
+  (tmp_path / "export" / export.METADATA_DIR / export.VOCAB_FILE).write_text(
+      open(VOCAB_UNCASED, encoding="utf-8").read())
+  short = tmp_path / "short.txt"
+  short.write_text("".join(open(VOCAB_UNCASED, encoding="utf-8").readlines()[:1000]))
+  graph = os.path.join(export_dir, "saved_model.pb")
+  plain = fake_python(tmp_path, "no_mediapipe", 'exec %s "$@"\n' % shutil.which("python3"))
+  locked = fake_python(tmp_path, "locked", "exit 0\n", executable=False)
+  existing = tmp_path / "existing.tflite"
+  existing.write_bytes(b"before")
+  out = "--output_file=%s" % existing
+  cases = [
+      (["--export_dir=" + export_dir, out, "--vocab_file=" + VOCAB_UNCASED],
+       "--vocab_file is used only with --mediapipe_python"),
+      (["--export_dir=" + export_dir, out, "--seq_length=0"], "--seq_length=0 must be between 2"),
+      (["--export_dir=" + export_dir, out, "--seq_length=0", "--mediapipe_python=/bin/true"],
+       "--seq_length=0 must be between 2"),
+      (["--export_dir=" + export_dir, "--output_file=%s" % tmp_path], "is a folder; pass a file"),
+      (["--export_dir=" + export_dir, "--output_file=" + graph],
+       "is inside the export it converts"),
+      (["--export_dir=" + graph, out], "is a file, not a folder"),
+      (["--export_dir=" + novars, out], "incomplete (no variables/variables.index)"),
+      (["--export_dir=" + windows, out], "pass --first_window_only to convert it anyway"),
+      (["--export_dir=" + int8, out], "converts float32 exports only"),
+      (["--export_dir=" + export_dir, out, "--mediapipe_python=/bin/true",
+        "--vocab_file=%s" % short], "short.txt has 1000 entries, the export's vocab 30522"),
+      (["--export_dir=" + export_dir, out, "--mediapipe_python=" + locked],
+       "locked is not executable"),
+      (["--export_dir=" + export_dir, out, "--mediapipe_python=" + plain],
+       "cannot import MediaPipe's metadata writers (ModuleNotFoundError: No module named "
+       "'mediapipe'): install mediapipe==0.10.21"),
+      (["--export_dir=" + export_dir, out, "--mediapipe_python=/bin/false"],
+       "cannot import MediaPipe's metadata writers (exit status 1)"),
+  ]
+  results = run_script_cases("export_litert.py", [args for args, _ in cases])
+  for (args, message), result in zip(cases, results):
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and message in lines[-1], (args, result.stderr[-1500:])
+    assert "Traceback" not in result.stderr and "Wrote" not in result.stdout, args
+  assert existing.read_bytes() == b"before" and os.path.getsize(graph) == 0
+  assert sorted(os.listdir(tmp_path)) == sorted(
+      ["export", "windows", "int8", "novars", "short.txt", "no_mediapipe", "locked",
+       "existing.tflite"])  # nothing written, no temporary file left
+
+
+# Stand-ins for a MediaPipe Python past its import probe ("-c ..." exits 0): the writer step
+# (mediapipe_metadata.py --model M --output O ...) fails, or exits 0 having copied M to O.
+_FAILING_WRITER = '[ "$1" = -c ] && exit 0\necho "error: no room" >&2\nexit 1\n'
+_COPYING_WRITER = ('[ "$1" = -c ] && exit 0\nshift\nwhile [ $# -gt 0 ]; do\n'
+                   '  case $1 in --model) m=$2;; --output) o=$2;; esac\n  shift 2\ndone\n'
+                   'cp "$m" "$o"\n')
 
 
 @pytest.mark.slow
 def test_export_litert_command_and_its_mediapipe_checks(exports, tmp_path):
   out = tmp_path / "clf.tflite"
+  failing = fake_python(tmp_path, "failing", _FAILING_WRITER)
+  copying = fake_python(tmp_path, "copying", _COPYING_WRITER)
   failures = (
       (["--export_dir=%s" % exports["squad"], "--mediapipe_python=/bin/true"],
        "MediaPipe serves classifiers and text embedders; this export is a squad model"),
       (["--export_dir=%s" % exports["classifier"], "--mediapipe_python=/no/python"],
        "--mediapipe_python=/no/python does not exist"),
-      (["--export_dir=%s" % exports["classifier"], "--mediapipe_python=/bin/false"],
-       "MediaPipe's metadata writer failed in /bin/false"),
-      (["--export_dir=%s" % tmp_path, "--quantize=int8"], "is not a bert_tf export"))
-  # The five commands one after another in one process; each failure its own output file.
+      (["--export_dir=%s" % tmp_path, "--quantize=int8"], "is not a bert_tf export"),
+      # After converting: the MediaPipe step fails, or exits 0 without writing metadata.
+      (["--export_dir=%s" % exports["classifier"], "--mediapipe_python=" + failing],
+       "MediaPipe's metadata writer failed in %s: no room" % failing),
+      (["--export_dir=%s" % exports["classifier"], "--mediapipe_python=/bin/true"],
+       "MediaPipe's metadata writer in /bin/true exited 0 but wrote no file; nothing was "
+       "written"),
+      (["--export_dir=%s" % exports["embedder"], "--mediapipe_python=" + copying],
+       "exited 0 but left the model as it was; nothing was written"))
+  # The commands one after another in one process; each failure its own output file, which
+  # exists already and stays as it was.
   outputs = [tmp_path / ("y%d.tflite" % index) for index in range(len(failures))]
+  for output in outputs:
+    output.write_bytes(b"before")
   result, *results = run_script_cases("export_litert.py", [
       ["--export_dir=%s" % exports["classifier"], "--output_file=%s" % out, "--quantize=int8"],
       *[["--output_file=%s" % output, *extra] for output, (extra, _) in zip(outputs, failures)]])
   assert result.returncode == 0, result.stderr[-2000:]
   assert "Wrote %s (int8" % out in result.stdout and out.exists()
   for (extra, message), result, output in zip(failures, results, outputs):
-    assert result.returncode != 0 and "Traceback" not in result.stderr, extra
-    assert message in result.stderr, (extra, result.stderr[-1500:])
-    assert not output.exists()
+    assert result.returncode == 2 and "Traceback" not in result.stderr, extra
+    assert message in result.stderr.strip().splitlines()[-1], (extra, result.stderr[-1500:])
+    assert output.read_bytes() == b"before"
+  assert sorted(os.listdir(tmp_path)) == sorted(
+      ["clf.tflite", "failing", "copying", *(o.name for o in outputs)])  # no temporary files
   # The vocab the metadata carries is the export's own, by id.
   vocab = (open(os.path.join(exports["classifier"], export.METADATA_DIR, "vocab.txt"))
            .read().splitlines())
