@@ -187,7 +187,7 @@ def test_a_run_that_only_evaluates_compares_only_what_it_states(tmp_path):
 
 def test_window_pooling_may_change_on_resume_and_the_log_says_so(tmp_path, caplog):
   windows = _state(tmp_path, _WINDOWS)
-  caplog.set_level("INFO")
+  caplog.set_level("INFO", logger="absl")  # absl's logger has its own level
   _check(windows, dict(_WINDOWS, window_pooling="max"), True)
   assert ('Resuming with window_pooling changed from "mean" to "max" (allowed: it does not '
           'change the saved state).') in caplog.text

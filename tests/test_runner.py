@@ -464,7 +464,7 @@ def _fake_run(tmp_path, name, export_dir, step=6, **options):
 
 def test_an_export_of_other_weights_at_the_same_step_is_replaced(tmp_path, caplog):
   import logging
-  caplog.set_level(logging.INFO)
+  caplog.set_level(logging.INFO, logger="absl")
   exp = tmp_path / "exp"
   run = _fake_run(tmp_path, "run", exp)
   runner._export(run, _FakeExportHooks("first weights"))
@@ -493,7 +493,7 @@ def test_weights_digest_follows_every_value_name_and_shape():
 def test_two_runs_exporting_to_one_folder_take_turns_and_the_second_stops(tmp_path, caplog):
   import logging
   import threading
-  caplog.set_level(logging.INFO)
+  caplog.set_level(logging.INFO, logger="absl")
   from bert_tf import run_folder
   exp = tmp_path / "exp"
   first, second = _fake_run(tmp_path, "first", exp), _fake_run(tmp_path, "second", exp)
