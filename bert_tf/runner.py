@@ -196,8 +196,7 @@ def run_task(options, hooks):
     best = _train(run, hooks, inputs["train"], num_train_steps, inputs.get("eval"))
   else:  # the latest state in --output_dir, or --init_checkpoint, for the steps below
     run.trainer.restore_or_initialize()
-    # A folder trained with --eval_every_steps: its model is its best checkpoint.
-    best = checkpoint_keeper.BestCheckpoint.recorded(options.output_dir, run.trainer.step)
+    best = _recorded_best(run)
     if best is not None and options.best_metric:
       best.metric = options.best_metric
   if best is not None:
@@ -373,9 +372,19 @@ def _train(run, hooks, examples, num_train_steps, eval_examples=None):
                  "; early stopping after %d evaluations without improvement" %
                  options.early_stopping_patience if options.early_stopping_patience else "")
     evaluate = lambda: _eval_metrics(run, hooks, eval_examples, eval_dataset)  # noqa: E731
+  extra = {} if best is None else {"evaluate": evaluate, "best": best}
   run.trainer.train(dataset, num_train_steps, options.save_checkpoints_steps,
-                    log_steps=options.iterations_per_loop, evaluate=evaluate, best=best)
+                    log_steps=options.iterations_per_loop, **extra)
   return best
+
+
+def _recorded_best(run):
+  """The best checkpoint of a folder trained with --eval_every_steps (its model is that one),
+  up to the restored step; None for any other folder."""
+  output_dir = run.options.output_dir
+  if not tf.io.gfile.exists(os.path.join(output_dir, checkpoint_keeper.BestCheckpoint.NAME)):
+    return None
+  return checkpoint_keeper.BestCheckpoint.recorded(output_dir, run.trainer.step)
 
 
 def _check_best_record(options):
