@@ -223,6 +223,15 @@ def test_the_best_step_is_kept_used_for_every_output_and_early_stopping_ends_the
   assert "Kept the SavedModel in %s" % export in again.stderr
   assert _steps(out) == [6, 12]
 
+  # A larger patience resumes from step 12 with the best so far and the count since it: one
+  # more evaluation without improvement (step 15) is the third, and step 12 is pruned.
+  more = run(*[a.replace("patience=2", "patience=3") for a in command])
+  assert more.returncode == 0, more.stderr[-3000:]
+  assert "Resumed from" in more.stderr and "--early_stopping_patience=3 (the record" in more.stderr
+  assert "Early stopping at step 15: 3 evaluations without improvement on step 6" in more.stderr
+  assert _steps(out) == [6, 15]
+  assert "Kept the SavedModel in %s" % export in more.stderr  # still step 6's weights
+
   # Training on without --eval_every_steps is refused (the record would go stale).
   plain = run(*[a for a in command if not a.startswith(("--eval_every", "--best_metric",
                                                          "--early_stopping"))])
