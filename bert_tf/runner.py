@@ -13,6 +13,7 @@ A runner script is its flags and a TaskHooks subclass.
 """
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -371,7 +372,7 @@ def _train(run, hooks, examples, num_train_steps, eval_examples=None):
                  "lower" if checkpoint_keeper.lower_is_better(best.metric) else "higher",
                  "; early stopping after %d evaluations without improvement" %
                  options.early_stopping_patience if options.early_stopping_patience else "")
-    evaluate = lambda: _eval_metrics(run, hooks, eval_examples, eval_dataset)  # noqa: E731
+    evaluate = functools.partial(_eval_metrics, run, hooks, eval_examples, eval_dataset)
   extra = {} if best is None else {"evaluate": evaluate, "best": best}
   run.trainer.train(dataset, num_train_steps, options.save_checkpoints_steps,
                     log_steps=options.iterations_per_loop, **extra)
