@@ -86,6 +86,7 @@ runner_flags.define_finetuning_flags(
     export_help="If set, write a SavedModel here: `serving_default` takes raw text, "
                 "`serve_ids` takes word ids.")
 runner_flags.define_eval_flags()
+runner_flags.define_best_checkpoint_flags()
 
 _SUBMISSION_NAMES = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B",
                      "qqp": "QQP", "mnli": "MNLI-m", "mnli-mm": "MNLI-mm", "qnli": "QNLI",
@@ -248,6 +249,10 @@ class ClassifierHooks(runner.TaskHooks):
   def head_labels(self, run):
     return "classifier", glue.task_labels(self.task_name, self.label_list), None
 
+  def best_metric(self, run):
+    """The task's GLUE metric (accuracy where GLUE reports only that)."""
+    return _GLUE_BEST_METRICS.get(glue.GLUE_METRICS.get(self.task_name), "eval_accuracy")
+
   def pooled(self, split, outputs):
     """Per example, its windows' logits (regression: outputs) pooled."""
     values = outputs["predictions" if self.regression else "logits"]
@@ -398,6 +403,12 @@ class OwnDataHooks(runner.TaskHooks):
     labels = self.schema(run.options).labels
     return None if labels is None else ("classifier", labels, "--labels")
 
+  def best_metric(self, run):
+    """Single-label accuracy (what GLUE reports, defined on any eval file), multi-label
+    micro-F1, regression Pearson (STS-B's)."""
+    return {"single_label": "eval_accuracy", "multi_label": "eval_micro_f1",
+            "regression": "eval_pearson"}[self.schema(run.options).problem_type]
+
   def on_start(self, run):
     if run.options.do_train and run.trainer.chief:
       own_labels.write(run.options.output_dir, self.schema(run.options))
@@ -439,6 +450,8 @@ class OwnDataHooks(runner.TaskHooks):
                     self.flags.threshold, strip_accents=o.strip_accents)
 
 
+_GLUE_BEST_METRICS = {"f1": "eval_f1", "matthews_corrcoef": "eval_mcc",
+                      "pearson_spearman": "eval_pearson"}
 _OWN_FILES = ("train_file", "eval_file", "predict_file")
 _OWN_FLAGS = ("text_column", "text_b_column", "label_column", "id_column", "labels",
               "problem_type", "label_delimiter", "threshold", "class_weights")

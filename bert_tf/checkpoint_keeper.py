@@ -10,13 +10,18 @@ Layout of `output_dir`:
                           and says which, before the run writes anything
   model.ckpt-N            the same weights in Google's layout (with adam_m/adam_v and
                           global_step, like the original's checkpoints), plus a `checkpoint`
-                          state file so tf.train.latest_checkpoint works
+                          state file so tf.train.latest_checkpoint works; the last
+                          --keep_checkpoint_max (3) of each kind kept, and the best one
+  best_checkpoint.json    with --eval_every_steps: every evaluation during training, the
+                          metric that ranks them, and whether the run stopped early
+                          (BestCheckpoint); the best model.ckpt-N is never pruned
 
 Every worker of a multi-worker run saves (the save is collective), each into its own
 training_state_<worker> folder; only the chief writes the Google-layout files.
 """
 
 import json
+import math
 import os
 
 from absl import logging
@@ -67,6 +72,7 @@ class CheckpointKeeper:
     self.max_to_keep = max_to_keep
     self._write_google_checkpoint = write_google_checkpoint
     self.manager = tf.train.CheckpointManager(checkpoint, self.state_dir, max_to_keep)
+    self.protected_steps = frozenset  # () -> the steps whose model.ckpt-N pruning keeps
 
   # ---- resume ------------------------------------------------------------------------------
 
@@ -137,7 +143,7 @@ class CheckpointKeeper:
       self._write_settings()
       if self.chief:
         self._write_google_checkpoint(os.path.join(self.output_dir, "model.ckpt-%d" % step), step)
-        self._prune_google_checkpoints()
+        self.prune()
     except (tf.errors.OpError, OSError) as e:
       self._remove_partial_save(step)
       previous = self.manager.latest_checkpoint
@@ -148,14 +154,20 @@ class CheckpointKeeper:
            "The run will resume from %s" % previous if previous
            else "No earlier checkpoint exists, so the run will start over")) from None
 
-  def _prune_google_checkpoints(self):
+  def prune(self):
+    """Removes the Google-layout checkpoints older than the last max_to_keep, except the
+    protected ones (the best), and rewrites the `checkpoint` state file (newest last)."""
     kept = sorted(tf.io.gfile.glob(os.path.join(self.output_dir, "model.ckpt-*.index")),
-                  key=lambda p: int(p.rsplit("-", 1)[1].split(".")[0]))
-    for old in kept[:-self.max_to_keep]:
-      for path in tf.io.gfile.glob(old[:-len(".index")] + ".*"):
+                  key=_step_of)
+    if not kept:
+      return
+    protected = set(self.protected_steps())
+    old = [p for p in kept[:-self.max_to_keep] if _step_of(p) not in protected]
+    for index in old:
+      for path in tf.io.gfile.glob(index[:-len(".index")] + ".*"):
         tf.io.gfile.remove(path)
     write_checkpoint_state(self.output_dir, [os.path.basename(p[:-len(".index")])
-                                             for p in kept[-self.max_to_keep:]])
+                                             for p in kept if p not in old])
 
   def _remove_partial_save(self, step):
     partial = tf.io.gfile.glob(os.path.join(self.state_dir, "ckpt-%d_temp" % step))
@@ -170,6 +182,167 @@ class CheckpointKeeper:
           tf.io.gfile.remove(path)
       except tf.errors.OpError:
         logging.warning("Could not remove the partial file %s", path)
+
+
+def _step_of(index_path):
+  """N of .../model.ckpt-N.index."""
+  return int(index_path.rsplit("-", 1)[1].split(".")[0])
+
+
+def google_checkpoint(output_dir, step):
+  """The prefix of the Google-layout checkpoint of `step` in `output_dir`."""
+  return os.path.join(output_dir, "model.ckpt-%d" % step)
+
+
+def lower_is_better(metric):
+  """The direction rule of --best_metric: a name holding "loss" or "mse" is minimised (eval_loss,
+  eval_mse), any other maximised (accuracy, F1, correlations)."""
+  return "loss" in metric or "mse" in metric
+
+
+class BestCheckpoint:
+  """The evaluations a run made during training and the best checkpoint they pick, kept in
+  output_dir/best_checkpoint.json.
+
+  The best and the patience count are derived from the evaluations each time, not stored: a
+  resumed run, or one with another --best_metric or --early_stopping_patience, reads the same
+  list its own way. The best is the first evaluation with the best value of `metric` whose
+  model.ckpt-N is on disk (another metric's best may have been pruned); an evaluation counts
+  against the patience when it comes after the best and does not beat it.
+  """
+
+  NAME = "best_checkpoint.json"
+
+  def __init__(self, output_dir, metric, every_steps=None, patience=0):
+    self.output_dir = output_dir
+    self.metric = metric
+    self.every_steps = every_steps
+    self.patience = patience
+    self.evaluations = []  # [{"step": N, metric name: value, ...}] in step order
+    self.stopped_early = None  # the step the run stopped at, when it did
+
+  @property
+  def path(self):
+    return os.path.join(self.output_dir, self.NAME)
+
+  @classmethod
+  def recorded(cls, output_dir, step):
+    """The record in `output_dir`, ranked by its own metric, up to `step`; None if none."""
+    best = cls(output_dir, None)
+    record = best._read()
+    if record is None:
+      return None
+    best.metric = record.get("metric")
+    best.load(step, record)
+    return best
+
+  def _read(self):
+    if not tf.io.gfile.exists(self.path):
+      return None
+    try:
+      with tf.io.gfile.GFile(self.path, "r") as f:
+        record = json.loads(f.read())
+      if not isinstance(record, dict) or not isinstance(record.get("evaluations"), list):
+        raise ValueError("not a best-checkpoint record")
+    except (ValueError, tf.errors.OpError) as e:
+      raise UserInputError("Cannot read %s (%s): it records the evaluations of --eval_every_steps. "
+                           "Restore it, or start a new --output_dir." % (self.path, io_reason(e))
+                           ) from None
+    return record
+
+  def load(self, step, record=None):
+    """Continues the record of earlier runs from the restored training state at `step`:
+    evaluations of later steps (a state since lost) are dropped. A changed metric, cadence or
+    patience is allowed and logged."""
+    record = self._read() if record is None else record
+    if record is None:
+      return
+    evaluations = [e for e in record["evaluations"] if e.get("step", 0) <= step]
+    if len(evaluations) < len(record["evaluations"]):
+      logging.warning("%s: dropped the evaluations after step %d, the step this run resumes "
+                      "from.", self.path, step)
+    self.evaluations = sorted(evaluations, key=lambda e: e["step"])
+    stopped = record.get("stopped_early")
+    self.stopped_early = stopped if stopped is not None and stopped <= step else None
+    for name, flag in (("metric", "best_metric"), ("every_steps", "eval_every_steps"),
+                       ("patience", "early_stopping_patience")):
+      before, now = record.get(name), getattr(self, name)
+      if now is not None and before is not None and before != now:
+        logging.info("Resuming with --%s=%s (the record %s has %s; allowed: the evaluations so "
+                     "far are ranked %s).", flag, now, self.path, before,
+                     "by %s among the checkpoints still kept" % now if name == "metric"
+                     else "as before")
+
+  def value(self, evaluation):
+    return evaluation[self.metric]
+
+  def better(self, value, than):
+    """Whether `value` beats `than` (a NaN beats nothing)."""
+    return value < than if lower_is_better(self.metric) else value > than
+
+  def best(self):
+    """The best evaluation whose model.ckpt-N is on disk, or None."""
+    chosen = None
+    for evaluation in self.evaluations:
+      if not math.isfinite(evaluation.get(self.metric, math.nan)) or not tf.io.gfile.exists(
+          google_checkpoint(self.output_dir, evaluation["step"]) + ".index"):
+        continue
+      if chosen is None or self.better(self.value(evaluation), self.value(chosen)):
+        chosen = evaluation
+    return chosen
+
+  def protected_steps(self):
+    best = self.best()
+    return frozenset() if best is None else frozenset([best["step"]])
+
+  def without_improvement(self):
+    """How many evaluations came after the best one."""
+    best = self.best()
+    if best is None:
+      return 0
+    return sum(1 for e in self.evaluations if e["step"] > best["step"])
+
+  def should_stop(self):
+    return bool(self.patience) and self.without_improvement() >= self.patience
+
+  def evaluated(self, step):
+    return any(e["step"] == step for e in self.evaluations)
+
+  def add(self, step, metrics):
+    """Records the evaluation of the checkpoint of `step`; returns whether it is the new best.
+    A metric the evaluation lacks stops the run, naming those it has."""
+    metrics = {k: float(v) for k, v in metrics.items() if k != "global_step"}
+    if self.metric not in metrics:
+      raise UserInputError(
+          "--best_metric=%s is not among this run's metrics (%s); pass one of them. The "
+          "checkpoint of step %d is kept: the same command with another --best_metric resumes "
+          "from it." % (self.metric, ", ".join(sorted(metrics)), step))
+    previous = self.best()
+    self.evaluations = [e for e in self.evaluations if e["step"] != step]
+    self.evaluations.append(dict(metrics, step=step))
+    self.evaluations.sort(key=lambda e: e["step"])
+    self.write()
+    return previous is None or self.better(metrics[self.metric], self.value(previous))
+
+  def stop(self, step):
+    self.stopped_early = step
+    self.write()
+
+  def describe(self, evaluation):
+    return "step %d (%s = %.6g)" % (evaluation["step"], self.metric, self.value(evaluation))
+
+  def write(self):
+    """The record, written beside its name and renamed, so it is never half-written."""
+    best = self.best()
+    record = {"metric": self.metric, "lower_is_better": lower_is_better(self.metric),
+              "every_steps": self.every_steps, "patience": self.patience,
+              "best_step": best["step"] if best else None,
+              "best_value": self.value(best) if best else None,
+              "stopped_early": self.stopped_early, "evaluations": self.evaluations}
+    tmp = self.path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+      f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    tf.io.gfile.rename(tmp, self.path, overwrite=True)
 
 
 def check_settings(output_dir, state_dir, settings, training):

@@ -13,6 +13,7 @@ A runner script is its flags and a TaskHooks subclass.
 """
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -24,8 +25,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import (checks, cli, cpu, distribution, example_codec, head_labels, input_pipeline,
-                     precision, run_folder, run_lock, runner_flags, tokenization, training)
+from bert_tf import (checkpoint_keeper, checks, cli, cpu, distribution, example_codec,
+                     head_labels, input_pipeline, precision, run_folder, run_lock, runner_flags,
+                     tokenization, training)
 from bert_tf.config import BertConfig
 from bert_tf.errors import Preempted, UserInputError
 from bert_tf.runner_flags import RunOptions
@@ -144,6 +146,10 @@ class TaskHooks:
       digest.update(repr(example).encode("utf-8"))
     return {"examples": len(examples), "sha1": digest.hexdigest()}
 
+  def best_metric(self, run):
+    """The --best_metric default: the eval_results.txt entry that ranks checkpoints."""
+    return "eval_loss"
+
   def postprocess_eval(self, run, examples, result, outputs):
     """The eval_results.txt entries: Trainer metrics `result`, with the task's own added from
     `outputs` (per-example arrays, with eval_with_predictions). Chief only."""
@@ -173,6 +179,7 @@ def main(hooks_class, script, required_flags):
 def run_task(options, hooks):
   """The run of a runner: every check, then train, evaluate, predict and export as asked."""
   run = prepare(options, hooks)
+  _check_best_record(options)
   # Every data file is read before training, so a missing dev or test file is reported
   # before hours of training, not after.
   inputs = {split: hooks.read_examples(run, split)
@@ -187,9 +194,14 @@ def run_task(options, hooks):
                                 options.vocab_file if hooks.uses_tokenizer else None)
   hooks.on_start(run)
   if options.do_train:
-    _train(run, hooks, inputs["train"], num_train_steps)
+    best = _train(run, hooks, inputs["train"], num_train_steps, inputs.get("eval"))
   else:  # the latest state in --output_dir, or --init_checkpoint, for the steps below
     run.trainer.restore_or_initialize()
+    best = _recorded_best(run)
+    if best is not None and options.best_metric:
+      best.metric = options.best_metric
+  if best is not None:
+    run.trainer.restore_best(best)
   if options.do_eval:
     _evaluate(run, hooks, inputs["eval"])
   if options.do_predict:
@@ -342,13 +354,60 @@ def warn_if_slow_bfloat16(what, advice):
                     "than float32. %s", what, cpu.describe(), advice)
 
 
-def _train(run, hooks, examples, num_train_steps):
+def _train(run, hooks, examples, num_train_steps, eval_examples=None):
+  """Trains; with --eval_every_steps evaluates on the way and returns the BestCheckpoint."""
   options = run.options
   dataset = hooks.dataset(run, "train", examples)
   logging.info("***** Running training: %s, batch %d, %d steps *****",
                hooks.describe(run, "train", examples), options.train_batch_size, num_train_steps)
+  best = evaluate = None
+  if options.eval_every_steps:
+    best = checkpoint_keeper.BestCheckpoint(
+        options.output_dir, options.best_metric or hooks.best_metric(run),
+        options.eval_every_steps, options.early_stopping_patience)
+    eval_dataset = hooks.dataset(run, "eval", eval_examples)
+    logging.info("Evaluating %s every %d steps, keeping the best checkpoint by %s (%s is "
+                 "better)%s", hooks.describe(run, "eval", eval_examples),
+                 options.eval_every_steps, best.metric,
+                 "lower" if checkpoint_keeper.lower_is_better(best.metric) else "higher",
+                 "; early stopping after %d evaluations without improvement" %
+                 options.early_stopping_patience if options.early_stopping_patience else "")
+    evaluate = functools.partial(_eval_metrics, run, hooks, eval_examples, eval_dataset)
+  extra = {} if best is None else {"evaluate": evaluate, "best": best}
   run.trainer.train(dataset, num_train_steps, options.save_checkpoints_steps,
-                    log_steps=options.iterations_per_loop)
+                    log_steps=options.iterations_per_loop, **extra)
+  return best
+
+
+def _recorded_best(run):
+  """The best checkpoint of a folder trained with --eval_every_steps (its model is that one),
+  up to the restored step; None for any other folder."""
+  output_dir = run.options.output_dir
+  if not tf.io.gfile.exists(os.path.join(output_dir, checkpoint_keeper.BestCheckpoint.NAME)):
+    return None
+  return checkpoint_keeper.BestCheckpoint.recorded(output_dir, run.trainer.step)
+
+
+def _check_best_record(options):
+  """A folder trained with --eval_every_steps continues only with it: without, its record
+  would no longer say which checkpoint is best."""
+  path = os.path.join(options.output_dir, checkpoint_keeper.BestCheckpoint.NAME)
+  if options.do_train and not options.eval_every_steps and tf.io.gfile.exists(path):
+    raise UserInputError(
+        "--output_dir=%s was trained with --eval_every_steps (%s records its evaluations): pass "
+        "--eval_every_steps to continue it, or use a new --output_dir." %
+        (options.output_dir, path))
+
+
+def _eval_metrics(run, hooks, examples, dataset):
+  """The eval_results.txt entries of the model as it is (the task's, on the chief)."""
+  if hooks.eval_with_predictions:
+    result, outputs = run.trainer.evaluate(dataset, hooks.max_eval_steps, with_predictions=True)
+  else:
+    result, outputs = run.trainer.evaluate(dataset, hooks.max_eval_steps), None
+  if not run.trainer.chief:
+    return None
+  return hooks.postprocess_eval(run, examples, result, outputs)
 
 
 def _evaluate(run, hooks, examples):
@@ -356,13 +415,9 @@ def _evaluate(run, hooks, examples):
   logging.info("***** Running evaluation: %s, batch %d%s *****",
                hooks.describe(run, "eval", examples), run.options.eval_batch_size,
                ", %d steps" % hooks.max_eval_steps if hooks.max_eval_steps else "")
-  if hooks.eval_with_predictions:
-    result, outputs = run.trainer.evaluate(dataset, hooks.max_eval_steps, with_predictions=True)
-  else:
-    result, outputs = run.trainer.evaluate(dataset, hooks.max_eval_steps), None
-  if not run.trainer.chief:
+  result = _eval_metrics(run, hooks, examples, dataset)
+  if result is None:
     return
-  result = hooks.postprocess_eval(run, examples, result, outputs)
   path = run.output_path("eval_results.txt")
   training.write_results(path, result)  # the original's `key = value` lines, sorted
   for key in sorted(result):
@@ -424,7 +479,8 @@ def make_trainer(options, strategy, task, num_train_steps, num_warmup_steps, set
       init_checkpoint=init_checkpoint or options.init_checkpoint,
       accumulation_steps=options.gradient_accumulation_steps,
       loss_scale=options.mixed_precision == "float16", jit_compile=options.jit_compile,
-      worker=distribution.worker_name(strategy), settings=settings)
+      worker=distribution.worker_name(strategy), settings=settings,
+      max_to_keep=options.keep_checkpoint_max)
   trainer.check_resume(options.do_train)
   return trainer
 

@@ -3,7 +3,8 @@ the typed values the runner template reads from them.
 
 Each runner defines its own flags (task, data files, task options) and calls these:
 define_training_flags (every runner, hardware included), define_eval_flags (--do_eval) and
-define_finetuning_flags (training + tokenizer + --do_predict, epochs and --export_dir).
+define_finetuning_flags (training + tokenizer + --do_predict, epochs and --export_dir);
+run_classifier also define_best_checkpoint_flags (--eval_every_steps and its options).
 A shared flag's default is RunOptions' field default, so it is stated once. `flag_values`
 lets tests define them on a fresh FlagValues.
 """
@@ -54,6 +55,11 @@ class RunOptions:
   warmup_proportion: Optional[float] = None
   save_checkpoints_steps: int = 1000
   iterations_per_loop: int = 1000
+  keep_checkpoint_max: int = 3  # of training_state/ckpt-N and of model.ckpt-N each
+  # The best checkpoint (run_classifier only): None/0 = off, the original's train-then-evaluate.
+  eval_every_steps: Optional[int] = None
+  best_metric: Optional[str] = None  # None: the task's main metric (TaskHooks.best_metric)
+  early_stopping_patience: int = 0  # 0: no early stopping
   # Hardware: a strategy of distribution.STRATEGIES and how to use it.
   strategy: str = "one_device"
   cpu_devices: int = 1
@@ -87,8 +93,10 @@ class RunOptions:
       raise UserInputError("At least one of %s must be set." %
                            ", ".join("--" + a for a in self.actions))
     for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-                 "save_checkpoints_steps", "iterations_per_loop", "gradient_accumulation_steps"):
+                 "save_checkpoints_steps", "iterations_per_loop", "gradient_accumulation_steps",
+                 "keep_checkpoint_max"):
       checks.check_positive(name, getattr(self, name))
+    self.check_best_checkpoint()
     if self.do_train and self.num_train_epochs is not None and not self.num_train_epochs > 0:
       raise UserInputError("--num_train_epochs must be positive, got %s." % self.num_train_epochs)
     if self.warmup_proportion is not None and not 0 <= self.warmup_proportion <= 1:
@@ -96,6 +104,30 @@ class RunOptions:
                            self.warmup_proportion)
     if self.learning_rate < 0:
       raise UserInputError("--learning_rate must not be negative, got %s." % self.learning_rate)
+
+  def check_best_checkpoint(self):
+    """--eval_every_steps evaluates the eval file (so it needs --do_eval) on one worker;
+    --best_metric and --early_stopping_patience are its options."""
+    if self.eval_every_steps is None or self.eval_every_steps == 0:
+      for name in ("best_metric", "early_stopping_patience"):
+        if getattr(self, name):
+          raise UserInputError("--%s=%s ranks the evaluations of --eval_every_steps; add "
+                               "--eval_every_steps=N or drop it." % (name, getattr(self, name)))
+      return
+    checks.check_positive("eval_every_steps", self.eval_every_steps)
+    if not self.do_eval:
+      raise UserInputError("--eval_every_steps=%d evaluates the eval file during training; add "
+                           "--do_eval (and the eval file)." % self.eval_every_steps)
+    if self.early_stopping_patience < 0:
+      raise UserInputError("--early_stopping_patience must be 0 (off) or positive, got %d." %
+                           self.early_stopping_patience)
+    if self.strategy == "multi_worker_mirrored":
+      raise UserInputError("--eval_every_steps is not supported with "
+                           "--distribution_strategy=multi_worker_mirrored; drop it, or train on "
+                           "one machine.")
+    if self.best_metric is not None and not self.best_metric.startswith("eval_"):
+      raise UserInputError("--best_metric=%s must name an eval_results.txt entry (eval_...), "
+                           "e.g. eval_loss." % self.best_metric)
 
   def check_batch_sizes(self, replicas, whole_eval_batches=False):
     """Train batches split evenly over micro-batches and replicas (and eval batches over
@@ -195,6 +227,10 @@ def define_training_flags(max_seq_length, max_seq_length_help,
   flags.DEFINE_integer("iterations_per_loop", _DEFAULT["iterations_per_loop"],
                        "How often to log and write summaries (the original's TPU loop size).",
                        flag_values=f)
+  flags.DEFINE_integer("keep_checkpoint_max", _DEFAULT["keep_checkpoint_max"],
+                       "How many of the latest checkpoints to keep, of the training state and of "
+                       "model.ckpt-N each (at least 1; the original's Estimator kept 5). The best "
+                       "one of --eval_every_steps is kept besides.", flag_values=f)
   define_hardware_flags(f)
 
 
@@ -232,6 +268,28 @@ def define_finetuning_flags(max_seq_length=_DEFAULT["max_seq_length"],
                     "Replace a non-empty --export_dir that this --output_dir did not export "
                     "(a re-run replaces or keeps its own export without it).", flag_values=f)
   precision.define_flag("the --export_dir SavedModel", flag_values=f)
+
+
+def define_best_checkpoint_flags(flag_values=flags.FLAGS):
+  """Evaluation during training and the best checkpoint (run_classifier.py: its own data and
+  the GLUE tasks; the other runners evaluate otherwise and do not define them)."""
+  f = flag_values
+  flags.DEFINE_integer("eval_every_steps", None,
+                       "With --do_train and --do_eval: save and evaluate the eval file every N "
+                       "steps (and at the last), keep the best checkpoint by --best_metric, and "
+                       "evaluate, predict and export with it. Off by default: the last step's "
+                       "weights, as the original.", flag_values=f)
+  flags.DEFINE_string("best_metric", None,
+                      "With --eval_every_steps: the eval_results.txt entry that picks the best "
+                      "checkpoint. A name holding 'loss' or 'mse' is lower-is-better, any other "
+                      "higher-is-better. Default: the task's main metric: eval_accuracy for a "
+                      "single-label file (the GLUE tasks' metric; pass eval_macro_f1 for "
+                      "imbalanced labels), eval_micro_f1 multi-label, eval_pearson regression; "
+                      "GLUE: eval_f1 (MRPC, QQP), eval_mcc (CoLA), eval_pearson (STS-B), else "
+                      "eval_accuracy.", flag_values=f)
+  flags.DEFINE_integer("early_stopping_patience", _DEFAULT["early_stopping_patience"],
+                       "With --eval_every_steps: stop training after this many evaluations "
+                       "without improvement on the best (0: never).", flag_values=f)
 
 
 def task_flags(module, values=flags.FLAGS):

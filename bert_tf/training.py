@@ -283,19 +283,44 @@ class Trainer:
     return checkpoints.save_checkpoint(prefix, global_step=self.step,
                                        extra={**self.variable_names, **extra})
 
-  def train(self, dataset, num_train_steps, save_checkpoints_steps, log_steps=100):
-    """Trains to `num_train_steps` optimizer steps, resuming where a previous run stopped."""
+  def train(self, dataset, num_train_steps, save_checkpoints_steps, log_steps=100,
+            evaluate=None, best=None):
+    """Trains to `num_train_steps` optimizer steps, resuming where a previous run stopped.
+
+    With `best` (a checkpoint_keeper.BestCheckpoint, resumed from its record) the checkpoint
+    of every best.every_steps-th step and of the last is saved and evaluated (`evaluate`: () ->
+    metrics); the best is never pruned, and the run stops early after best.patience
+    evaluations without improvement (a re-run then has nothing to do)."""
     iterator = iter(dataset)
     keeper = self.restore_or_initialize(iterator)
     writer = (tf.summary.create_file_writer(self.output_dir) if self.chief
               else tf.summary.create_noop_writer())
     start_step = self.step
+    if best is not None:
+      best.load(start_step)
+      keeper.protected_steps = best.protected_steps
+      if start_step and not best.evaluated(start_step) and (
+          start_step % best.every_steps == 0 or start_step >= num_train_steps):
+        # A run stopped between the save of this step and its evaluation.
+        with writer.as_default():
+          self._evaluate_checkpoint(start_step, keeper, evaluate, best,
+                                    last=start_step >= num_train_steps)
+      if best.should_stop() and start_step < num_train_steps:
+        if best.stopped_early is None:
+          best.stop(start_step)
+        logging.info("Stopped early at step %d: %d evaluations without improvement on the best, "
+                     "%s; nothing to do.", start_step, best.without_improvement(),
+                     best.describe(best.best()))
+        return {}
+      if best.stopped_early is not None:  # a larger patience continues a stopped run
+        best.stopped_early = None
     if start_step >= num_train_steps:
       logging.info("Already trained to step %d of %d; nothing to do.", start_step,
                    num_train_steps)
       return {}
     progress = Progress(num_train_steps, "steps", "train", initial=start_step)
     metrics, last_log, last_time = {}, start_step, time.monotonic()
+    stopped_early = False
     preemption = preemption_lib.cluster_handler(self.strategy, keeper.manager, self._preempted)
     stop = preemption_lib.StopOnSignals() if preemption is None else contextlib.nullcontext()
     with writer.as_default(), stop:
@@ -326,11 +351,60 @@ class Trainer:
         elif stop.received is not None:
           keeper.save(step)
           raise Preempted(stop.received, step, keeper.state_dir)
-        if step % save_checkpoints_steps == 0 and step < num_train_steps:
+        saved = step % save_checkpoints_steps == 0 and step < num_train_steps
+        if saved:
           keeper.save(step)
-      keeper.save(self.step)
+        if best is not None and step % best.every_steps == 0 and step < num_train_steps:
+          if not saved:
+            keeper.save(step)
+          if self._evaluate_checkpoint(step, keeper, evaluate, best):
+            stopped_early = True
+            break
+      if not stopped_early:
+        keeper.save(self.step)
+        if best is not None:
+          self._evaluate_checkpoint(self.step, keeper, evaluate, best, last=True)
     writer.flush()
     return {k: float(v) for k, v in metrics.items()}
+
+  def _evaluate_checkpoint(self, step, keeper, evaluate, best, last=False):
+    """Evaluates the saved checkpoint of `step` for `best`; True when the run stops early
+    (never at the `last` step: it ends anyway)."""
+    metrics = evaluate()
+    best.add(step, metrics)
+    keeper.prune()  # the previous best may go now
+    chosen = best.best()
+    if best.metric in metrics:
+      tf.summary.scalar(best.metric, float(metrics[best.metric]), step=step)
+    logging.info("Evaluation at step %d: %s = %s; best so far: %s", step, best.metric,
+                 metrics[best.metric], best.describe(chosen) if chosen else "none")
+    if last or not best.should_stop():
+      return False
+    best.stop(step)
+    logging.info("Early stopping at step %d: %d evaluations without improvement on %s "
+                 "(--early_stopping_patience=%d).", step, best.without_improvement(),
+                 best.describe(chosen), best.patience)
+    return True
+
+  def restore_best(self, best):
+    """Puts the weights of the best checkpoint of `best` in the model, its step the trainer's
+    (what the evaluation, predictions and export then report); returns that evaluation, or
+    None when there is none."""
+    chosen = best.best()
+    if chosen is None:
+      return None
+    prefix = checkpoint_keeper.google_checkpoint(self.output_dir, chosen["step"])
+    try:
+      reader = tf.train.load_checkpoint(prefix)
+      for name, variable in self.variable_names.items():
+        variable.assign(reader.get_tensor(name))
+    except (tf.errors.OpError, ValueError) as e:
+      raise UserInputError("Cannot read the best checkpoint %s (%s). Restore it, or remove %s to "
+                           "use the last step's weights." %
+                           (prefix, str(e).splitlines()[0], best.path)) from None
+    self.optimizer.iterations.assign(chosen["step"])
+    logging.info("Using the best checkpoint: %s", best.describe(chosen))
+    return chosen
 
   def _preempted(self):
     raise Preempted(signal.SIGTERM, self.step,

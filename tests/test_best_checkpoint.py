@@ -1,0 +1,238 @@
+"""--eval_every_steps: the best checkpoint, its record, pruning, early stopping and resume
+(bert_tf/checkpoint_keeper.BestCheckpoint, Trainer.train, the runner's use of the best)."""
+
+import json
+import logging as std_logging
+
+import numpy as np
+import pytest
+
+from bert_tf import checkpoint_keeper
+from bert_tf.checkpoint_keeper import BestCheckpoint, CheckpointKeeper
+from bert_tf.errors import UserInputError
+from bert_tf.runner_flags import RunOptions
+from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+
+
+def _saved(folder, *steps):
+  """Stand-in model.ckpt-N files (what BestCheckpoint and the pruning look for)."""
+  for step in steps:
+    for suffix in (".index", ".data-00000-of-00001"):
+      (folder / ("model.ckpt-%d%s" % (step, suffix))).write_text("x")
+
+
+def _best(folder, metric, values, patience=0):
+  """A BestCheckpoint that evaluated steps 2, 4, ... with these `metric` values."""
+  best = BestCheckpoint(str(folder), metric, every_steps=2, patience=patience)
+  for index, value in enumerate(values):
+    step = 2 * (index + 1)
+    _saved(folder, step)
+    best.add(step, {metric: value, "eval_other": 1.0, "global_step": step})
+  return best
+
+
+def _steps(folder):
+  return sorted(int(p.name.split("-")[1].split(".")[0]) for p in folder.glob("model.ckpt-*.index"))
+
+
+def test_the_direction_rule_minimises_loss_and_mse_only():
+  assert checkpoint_keeper.lower_is_better("eval_loss")
+  assert checkpoint_keeper.lower_is_better("eval_mse")
+  assert not any(map(checkpoint_keeper.lower_is_better,
+                     ("eval_accuracy", "eval_micro_f1", "eval_pearson", "eval_mcc")))
+
+
+def test_the_best_is_the_first_of_equals_and_patience_counts_the_evaluations_after_it(tmp_path):
+  best = _best(tmp_path, "eval_accuracy", [0.5, 0.75, 0.75, 0.6], patience=3)
+  assert best.best()["step"] == 4  # step 6 only equals it
+  assert best.without_improvement() == 2 and not best.should_stop()
+  assert best.add(10, {"eval_accuracy": 0.7}) is False
+  assert best.should_stop()
+  assert best.add(12, {"eval_accuracy": 0.8}) is True  # _saved not needed: checked at best()
+  _saved(tmp_path, 12)
+  assert best.best()["step"] == 12 and best.without_improvement() == 0
+
+
+def test_a_loss_is_minimised_and_a_nan_or_pruned_checkpoint_is_never_the_best(tmp_path):
+  best = _best(tmp_path, "eval_loss", [0.9, 0.4, float("nan"), 0.6])
+  assert best.best()["step"] == 4
+  (tmp_path / "model.ckpt-4.index").unlink()  # gone: the best of what is left
+  assert best.best()["step"] == 8
+
+
+def test_the_record_is_written_whole_and_read_back_by_a_resumed_run(tmp_path):
+  _best(tmp_path, "eval_loss", [0.9, 0.4, 0.6, 0.7], patience=2).stop(8)
+  record = json.loads((tmp_path / BestCheckpoint.NAME).read_text())
+  assert (record["best_step"], record["best_value"], record["stopped_early"]) == (4, 0.4, 8)
+  assert [e["step"] for e in record["evaluations"]] == [2, 4, 6, 8]
+  assert "global_step" not in record["evaluations"][0]
+  assert not list(tmp_path.glob("*.tmp"))
+  resumed = BestCheckpoint(str(tmp_path), "eval_loss", every_steps=2, patience=2)
+  resumed.load(8)
+  assert resumed.best()["step"] == 4 and resumed.should_stop() and resumed.stopped_early == 8
+  # A larger patience on the re-run continues.
+  more = BestCheckpoint(str(tmp_path), "eval_loss", every_steps=2, patience=3)
+  more.load(8)
+  assert not more.should_stop()
+
+
+def test_a_resume_from_an_older_state_drops_later_evaluations(tmp_path, caplog):
+  _best(tmp_path, "eval_loss", [0.9, 0.4, 0.6, 0.7])
+  resumed = BestCheckpoint(str(tmp_path), "eval_loss", every_steps=2)
+  with caplog.at_level(std_logging.WARNING):
+    resumed.load(4)
+  assert [e["step"] for e in resumed.evaluations] == [2, 4]
+  assert "dropped the evaluations after step 4" in caplog.text
+
+
+def test_another_best_metric_on_resume_is_logged_and_reranks_what_is_kept(tmp_path, caplog):
+  best = _best(tmp_path, "eval_loss", [0.9, 0.4, 0.6])
+  for evaluation, other in zip(best.evaluations, (0.3, 0.5, 0.9)):
+    evaluation["eval_other"] = other
+  best.write()
+  (tmp_path / "model.ckpt-6.index").unlink()  # pruned under eval_loss
+  resumed = BestCheckpoint(str(tmp_path), "eval_other", every_steps=3)
+  with caplog.at_level(std_logging.INFO):
+    resumed.load(6)
+  assert resumed.best()["step"] == 4  # step 6 ranks first, but its checkpoint is gone
+  assert "--best_metric=eval_other (the record" in caplog.text
+  assert "--eval_every_steps=3 (the record" in caplog.text
+  assert BestCheckpoint.recorded(str(tmp_path), 6).best()["step"] == 4  # its own metric
+
+
+def test_a_metric_the_evaluation_lacks_is_one_line_naming_those_it_has(tmp_path):
+  best = BestCheckpoint(str(tmp_path), "eval_f1", every_steps=2)
+  with pytest.raises(UserInputError, match=r"^--best_metric=eval_f1 is not among this run's "
+                     r"metrics \(eval_accuracy, eval_loss\); pass one of them\. The checkpoint "
+                     r"of step 2 is kept"):
+    best.add(2, {"eval_accuracy": 1.0, "eval_loss": 0.1, "global_step": 2})
+
+
+def test_pruning_keeps_the_last_n_and_the_best_and_lists_them_newest_last(tmp_path):
+  import tensorflow as tf
+  keeper = CheckpointKeeper(str(tmp_path), tf.train.Checkpoint(), None, max_to_keep=2)
+  _saved(tmp_path, 2, 4, 6, 8, 10)
+  keeper.protected_steps = lambda: {4}
+  keeper.prune()
+  assert _steps(tmp_path) == [4, 8, 10]
+  assert not list(tmp_path.glob("model.ckpt-6.*"))
+  assert tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths[:] == [
+      str(tmp_path / n) for n in ("model.ckpt-4", "model.ckpt-8", "model.ckpt-10")]
+  assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "model.ckpt-10")
+  keeper.protected_steps = frozenset  # no best: the last two only
+  keeper.prune()
+  assert _steps(tmp_path) == [8, 10]
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"keep_checkpoint_max": 0}, "--keep_checkpoint_max must be a positive integer, got 0."),
+    ({"eval_every_steps": 5, "do_eval": False}, "--eval_every_steps=5 evaluates the eval file "
+     "during training; add --do_eval"),
+    ({"eval_every_steps": -1}, "--eval_every_steps must be a positive integer, got -1."),
+    ({"best_metric": "eval_loss"}, "--best_metric=eval_loss ranks the evaluations of "
+     "--eval_every_steps; add --eval_every_steps=N or drop it."),
+    ({"early_stopping_patience": 2}, "--early_stopping_patience=2 ranks the evaluations"),
+    ({"eval_every_steps": 5, "early_stopping_patience": -1}, "--early_stopping_patience must "
+     "be 0 (off) or positive, got -1."),
+    ({"eval_every_steps": 5, "best_metric": "accuracy"}, "--best_metric=accuracy must name an "
+     "eval_results.txt entry"),
+    ({"eval_every_steps": 5, "strategy": "multi_worker_mirrored"}, "not supported with "
+     "--distribution_strategy=multi_worker_mirrored"),
+])
+def test_best_checkpoint_flags_are_checked_before_any_work(change, message):
+  options = dict(do_train=True, do_eval=True, num_train_epochs=1.0)
+  options.update(change)
+  with pytest.raises(UserInputError) as error:
+    RunOptions(**options).check()
+  assert message in str(error.value)
+
+
+# One run end to end: a small own-data file whose eval labels disagree with a third of the
+# training labels, so the eval loss falls while the model fits the majority, then rises as it
+# memorises the training labels (a peak at p = 2/3 for the majority).
+
+_WORDS = ["red", "blue", "green", "cat", "dog", "house", "tree", "car", "book", "music", "river",
+          "stone", "bread", "water", "light", "night"]
+_ROWS = [("the %s and the %s %d" % (_WORDS[i % 16], _WORDS[(i * 7 + 3) % 16], i),
+          "pos" if i % 2 else "neg") for i in range(24)]
+_FLIP = {"pos": "neg", "neg": "pos"}
+
+
+def _csv(path, rows):
+  path.write_text("text,label\n" + "".join("%s,%s\n" % row for row in rows))
+  return str(path)
+
+
+def _predictions(path):
+  return [json.loads(line)["probabilities"] for line in open(path, encoding="utf-8")]
+
+
+@pytest.mark.slow
+def test_the_best_step_is_kept_used_for_every_output_and_early_stopping_ends_the_run(
+    tmp_path, script_session):
+  run = script_session("run_classifier.py")
+  train = _csv(tmp_path / "train.csv", _ROWS)
+  dev = _csv(tmp_path / "dev.csv", [(t, l if i % 3 else _FLIP[l]) for i, (t, l) in
+                                    enumerate(_ROWS)])
+  out, export = tmp_path / "out", tmp_path / "export"
+  common = ["--vocab_file=" + VOCAB_UNCASED, "--bert_config_file=" + TINY_CONFIG,
+            "--max_seq_length=16", "--eval_file=" + dev, "--predict_file=" + dev,
+            "--eval_batch_size=24", "--predict_batch_size=24"]
+  command = common + [
+      "--train_file=" + train, "--init_checkpoint=" + TINY_CKPT, "--train_batch_size=8",
+      "--num_train_epochs=10", "--learning_rate=1e-2", "--warmup_proportion=0", "--do_train",
+      "--do_eval", "--do_predict", "--eval_every_steps=3", "--best_metric=eval_loss",
+      "--early_stopping_patience=2", "--keep_checkpoint_max=1", "--output_dir=%s" % out,
+      "--export_dir=%s" % export]
+  done = run(*command)
+  assert done.returncode == 0, done.stderr[-3000:]
+  record = json.loads((out / BestCheckpoint.NAME).read_text())
+  losses = [e["eval_loss"] for e in record["evaluations"]]
+  best = record["best_step"]
+  # It peaked and dropped: the best is neither the first nor the last evaluation, and the run
+  # stopped after two evaluations without improvement, well before its 30 steps.
+  assert [e["step"] for e in record["evaluations"]] == [3, 6, 9, 12]
+  assert best == 6 and losses[1] == min(losses) and record["stopped_early"] == 12
+  assert "Early stopping at step 12: 2 evaluations without improvement" in done.stderr
+  assert "Using the best checkpoint: step 6 (eval_loss = %.6g)" % losses[1] in done.stderr
+  # The best is kept beside the last one (--keep_checkpoint_max=1); steps 3 and 9 are pruned.
+  assert _steps(out) == [6, 12]
+  results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+  assert int(results["global_step"]) == 6
+  assert float(results["eval_loss"]) == pytest.approx(losses[1], abs=1e-6)
+  in_run = _predictions(out / "predictions.jsonl")
+
+  # A --do_predict run of its own from model.ckpt-6 predicts what the run and its export did
+  # (step 12's eval loss differs by far more than the tolerance: its answers differ).
+  alone = run(*common, "--init_checkpoint=%s" % (out / "model.ckpt-6"), "--do_predict",
+              "--output_dir=%s" % (tmp_path / "from_best"))
+  assert alone.returncode == 0, alone.stderr[-3000:]
+  from_best = [[p["neg"], p["pos"]] for p in _predictions(tmp_path / "from_best" /
+                                                           "predictions.jsonl")]
+  np.testing.assert_allclose(from_best, [[p["neg"], p["pos"]] for p in in_run], atol=1e-6)
+  from test_own_data import _answer
+  answer = _answer(export, [t for t, _ in _ROWS[:4]])
+  np.testing.assert_allclose(answer["probabilities"], from_best[:4], atol=1e-5)
+  assert abs(losses[3] - losses[1]) > 1e-3
+
+  # The same command again trains nothing and keeps the export.
+  again = run(*command)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "Stopped early at step 12: 2 evaluations without improvement" in again.stderr
+  assert "nothing to do" in again.stderr and "Evaluation at step" not in again.stderr
+  assert "Kept the SavedModel in %s" % export in again.stderr
+  assert _steps(out) == [6, 12]
+
+  # A larger patience resumes from step 12 with the best so far and the count since it: one
+  # more evaluation without improvement (step 15) is the third, and step 12 is pruned.
+  more = run(*[a.replace("patience=2", "patience=3") for a in command])
+  assert more.returncode == 0, more.stderr[-3000:]
+  assert "Resumed from" in more.stderr and "--early_stopping_patience=3 (the record" in more.stderr
+  assert "Early stopping at step 15: 3 evaluations without improvement on step 6" in more.stderr
+  assert _steps(out) == [6, 15]
+  assert "Kept the SavedModel in %s" % export in more.stderr  # still step 6's weights
+
+  # Training on without --eval_every_steps is refused (the record would go stale).
+  plain = run(*[a for a in command if not a.startswith(("--eval_every", "--best_metric",
+                                                         "--early_stopping"))])
+  assert plain.returncode == 2 and "was trained with --eval_every_steps" in plain.stderr
