@@ -19,6 +19,8 @@ from bert_tf import checkpoints, export, litert_export
 from bert_tf.errors import UserInputError
 
 LABELS = ["contradiction", "entailment", "neutral"]
+# An own-data multi-label run's names: spaces, punctuation and non-ASCII are names too.
+MULTI_LABELS = ["billing", "bug report", "débit, carte"]
 SEQ = 32
 # int8 (dynamic range) against float32 on the tiny model: probabilities and embeddings near
 # unit scale; logits of random heads (SQuAD, NER, SWAG) scaled to their magnitude.
@@ -97,6 +99,15 @@ def test_keras_litert_export_of_the_other_task_models(tmp_path):
 
 # ------------------------------------------------------------------------------ export_litert.py
 
+def with_weights(model):
+  """`model` with the tiny encoder and heads away from zero, so its outputs mean something."""
+  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  for head in model.heads:
+    for weight in head.weights:
+      weight.assign(np.random.RandomState(1).normal(0, 0.5, weight.shape).astype(np.float32))
+  return model
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
   """A tiny export of each kind: classifier, SQuAD, SWAG, NER, text embedder."""
@@ -111,14 +122,7 @@ def exports(tmp_path_factory):
   from bert_tf.tasks.swag.model import MultipleChoiceModel
   root = tmp_path_factory.mktemp("litert_exports")
   made = {}
-
-  def loaded(model):
-    checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
-    for head in model.heads:  # heads away from zero, so their outputs mean something
-      for weight in head.weights:
-        weight.assign(np.random.RandomState(1).normal(0, 0.5, weight.shape).astype(np.float32))
-    return model
-
+  loaded = with_weights
   made["classifier"] = export_classifier(
       root / "classifier", loaded(ClassifierModel(tiny_config(), num_labels=3,
                                                   dynamic_length=True)),
@@ -198,6 +202,104 @@ def test_export_litert_matches_the_savedmodel(exports, kind, tmp_path):
     assert float32.inputs["input_word_ids"] == [1, -1]
     for name, value in want.items():
       close(run_tflite(fixed.output_file, inputs)[name], value, 1e-6)
+
+
+MULTI_SEQ = 16
+MULTI_THRESHOLD = 0.45
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "my card was charged twice",
+         "the app crashes when I open settings", "Hello World! THIS Is Upper Case.",
+         "a long sentence " * 12, ""]
+
+
+@pytest.fixture(scope="module")
+def multi_label_export(tmp_path_factory):
+  """A tiny own-data multi-label export, as run_classifier --export_dir writes one."""
+  from bert_tf.tasks.own_data.export import export_own_data
+  from bert_tf.tasks.own_data.labels import Schema
+  from bert_tf.tasks.own_data.model import OwnDataModel
+  model = with_weights(OwnDataModel(tiny_config(), num_labels=3, problem_type="multi_label",
+                                    dynamic_length=True))
+  return str(export_own_data(tmp_path_factory.mktemp("litert_own") / "multi", model,
+                             VOCAB_UNCASED, True, MULTI_SEQ, Schema("multi_label", MULTI_LABELS),
+                             text_pair=False, threshold=MULTI_THRESHOLD))
+
+
+def packed_ids(texts, seq_length):
+  """Each text's ids as bert_tf's tokenizer packs them, one request of one row a text."""
+  from bert_tf import packing, tokenization
+  tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=True)
+  for text in texts:
+    packed = packing.pack_tokens(tokenizer.tokenize(text), None, seq_length, tokenizer)
+    pad = [0] * (seq_length - len(packed.input_ids))
+    yield {name: np.array([list(row) + pad], np.int32) for name, row in (
+        ("input_word_ids", packed.input_ids), ("input_mask", packed.input_mask),
+        ("input_type_ids", packed.segment_ids))}
+
+
+@pytest.mark.slow
+def test_export_litert_of_a_multi_label_export_answers_probabilities_and_names(
+    multi_label_export, tmp_path):
+  """The .tflite answers each label's sigmoid, as the SavedModel from raw text, and names
+  the labels and the threshold: the names over it are the SavedModel's `labels`."""
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401
+  served = tf.saved_model.load(multi_label_export).signatures["serving_default"](
+      text_a=tf.constant(TEXTS))
+  want = served["probabilities"].numpy()
+  want_names = [[n.decode() for n in row if n] for row in served["labels"].numpy()]
+  conversion = litert_export.convert(multi_label_export, tmp_path / "multi.tflite",
+                                     seq_length=MULTI_SEQ)
+  assert conversion.outputs == ["probabilities"] and conversion.max_difference <= 1e-5
+  runner = litert_export.interpreter(conversion.output_file).get_signature_runner()
+  got = np.concatenate([runner(**ids)["probabilities"] for ids in packed_ids(TEXTS, MULTI_SEQ)])
+  close(got, want, 1e-6)
+  assert not np.allclose(got.sum(-1), 1.0)  # sigmoids, not a softmax
+  record = litert_export.read_tflite_metadata(conversion.output_file)
+  assert record["task"] == "multi_label" and record["labels"] == MULTI_LABELS
+  assert record["threshold"] == MULTI_THRESHOLD and "sigmoid" in record["outputs"][
+      "probabilities"]
+  assert record["litert"] == {"quantize": "none", "seq_length": MULTI_SEQ,
+                              "first_window_only": False}
+  names = [[record["labels"][i] for i in np.flatnonzero(row > np.float32(record["threshold"]))]
+           for row in got]
+  assert names == want_names
+  assert 0 < sum(map(len, names)) < got.size  # the threshold picks some labels, not all
+
+
+def test_mediapipe_metadata_of_each_problem_type():
+  """Single- and multi-label classifiers get a labels file of their names in output order;
+  a multi-label one a score threshold keeping what the export predicts; a regression, or a
+  name no labels file line can hold, is refused in one line."""
+  single = {"task": "classification", "labels": LABELS, "do_lower_case": True}
+  multi = {"task": "multi_label", "labels": MULTI_LABELS, "threshold": 0.4,
+           "do_lower_case": True}
+  for metadata in (single, multi):
+    assert litert_export.check_mediapipe(metadata) == "classifier"
+    assert litert_export.mediapipe_labels_file(metadata).split("\n") == metadata["labels"] + [""]
+  assert litert_export.check_mediapipe({"task": "text_embedder"}) == "embedder"
+  assert litert_export.mediapipe_score_threshold(single) is None  # every label's probability
+  threshold = litert_export.mediapipe_score_threshold(multi)
+  # MediaPipe keeps a score s when s >= threshold; the export predicts s > float32(0.4).
+  scores = np.float32([0.4, np.nextafter(np.float32(0.4), np.float32(1)), 0.39999, 0.41, 1.0])
+  np.testing.assert_array_equal(scores >= np.float32(threshold), scores > np.float32(0.4))
+  assert np.float32(threshold) == threshold  # a float32 value: the metadata stores float32
+  with pytest.raises(UserInputError, match=r"^A regression export answers a score, not a "
+                     r"class: .* read `predictions` from the .tflite"):
+    litert_export.check_mediapipe({"task": "regression", "labels": None})
+  for bad in ("two\nlines", "cr\r", ""):
+    with pytest.raises(UserInputError, match=r"cannot be a line of MediaPipe's labels file .* "
+                       r"read the names from the .tflite's bert_tf_export metadata"):
+      litert_export.check_mediapipe(dict(multi, labels=["ok", bad]))
+  with pytest.raises(UserInputError, match=r"takes one text; this export classifies text pairs"):
+    litert_export.check_mediapipe(dict(multi, text_pair=True))
+
+
+def test_read_tflite_metadata_refuses_what_is_no_litert_model(tmp_path):
+  (tmp_path / "x.tflite").write_bytes(b"not a model at all")
+  with pytest.raises(UserInputError, match=r"x.tflite is not a LiteRT model \(.tflite\)\.$"):
+    litert_export.read_tflite_metadata(tmp_path / "x.tflite")
+  with pytest.raises(UserInputError, match=r"LiteRT model .*nope.tflite does not exist"):
+    litert_export.read_tflite_metadata(tmp_path / "nope.tflite")
 
 
 def fake_export(folder, parts=("saved_model.pb", "variables/variables.index"), **metadata):
