@@ -9,8 +9,9 @@ input_type_ids; one request per call) to LiteRT builtin ops. A classifier output
 probabilities (softmax; a multi-label one a sigmoid per label), a regression its score, and
 the .tflite names its labels in its own metadata. With --mediapipe_python, a classifier
 (single- or multi-label) or a text embedder also gets MediaPipe's metadata (BERT tokenizer,
-vocab, labels), so MediaPipe Tasks' TextClassifier / TextEmbedder serve it from raw text. Everything checkable is checked before converting; the output file
-is written only when every step succeeded. See docs/serving.md, "LiteRT and MediaPipe".
+vocab, labels), so MediaPipe Tasks' TextClassifier / TextEmbedder serve it from raw text.
+Everything checkable is checked before converting; the output file is written only when every
+step succeeded. See docs/serving.md, "LiteRT and MediaPipe".
 """
 
 import os
