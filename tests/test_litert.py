@@ -190,6 +190,10 @@ def test_export_litert_matches_the_savedmodel(exports, kind, tmp_path):
   assert sorted(got) == sorted(want)
   for name, value in want.items():
     close(got[name], value, 1e-6)
+  record, made = (litert_export.read_tflite_metadata(float32.output_file),
+                  export.read_metadata(exports[kind]))
+  assert record["task"] == made["task"] and record.get("labels") == made.get("labels")
+  assert "signatures" not in record and record["litert"]["seq_length"] is None
   check_ids_outside_the_tables(exports[kind], float32.output_file, inputs)
   int8 = litert_export.convert(exports[kind], tmp_path / "int8.tflite", quantize="int8")
   assert int8.size_bytes < 0.6 * float32.size_bytes  # int8 weights
@@ -292,6 +296,21 @@ def test_mediapipe_metadata_of_each_problem_type():
       litert_export.check_mediapipe(dict(multi, labels=["ok", bad]))
   with pytest.raises(UserInputError, match=r"takes one text; this export classifies text pairs"):
     litert_export.check_mediapipe(dict(multi, text_pair=True))
+
+
+def test_litert_outputs_are_the_savedmodels_answers():
+  """From the ids signature's outputs: a classifier's softmax, a multi-label one's sigmoids,
+  a regression's score alone (its logits are the same number); the others as they are."""
+  import tensorflow as tf
+  logits = tf.constant([[2.0, -1.0, 0.0]])
+  np.testing.assert_allclose(litert_export._outputs("classification")({"logits": logits})[
+      "probabilities"], [np.exp([2, -1, 0]) / np.exp([2, -1, 0]).sum()], rtol=1e-6)
+  np.testing.assert_allclose(litert_export._outputs("multi_label")({"logits": logits})[
+      "probabilities"], [1 / (1 + np.exp([-2, 1, 0]))], rtol=1e-6)
+  score = {"logits": tf.constant([[0.7]]), "predictions": tf.constant([0.7])}
+  assert list(litert_export._outputs("regression")(score)) == ["predictions"]
+  assert sorted(litert_export._outputs("squad")({"start_logits": logits, "end_logits": logits})
+                ) == ["end_logits", "start_logits"]
 
 
 def test_read_tflite_metadata_refuses_what_is_no_litert_model(tmp_path):
@@ -440,6 +459,9 @@ def test_export_litert_command_refuses_before_converting(tmp_path):
   windows = fake_export(tmp_path / "windows", long_document="windows", doc_stride=16)
   int8 = fake_export(tmp_path / "int8", inference_precision="int8")
   novars = fake_export(tmp_path / "novars", parts=("saved_model.pb",))
+  regression = fake_export(tmp_path / "regression", task="regression", labels=None)
+  two_lines = fake_export(tmp_path / "two_lines", task="multi_label", labels=["a\nb", "c"],
+                          threshold=0.5)
   (tmp_path / "export" / export.METADATA_DIR / export.VOCAB_FILE).write_text(
       open(VOCAB_UNCASED, encoding="utf-8").read())
   short = tmp_path / "short.txt"
@@ -472,6 +494,10 @@ def test_export_litert_command_refuses_before_converting(tmp_path):
        "'mediapipe'): install mediapipe==0.10.21"),
       (["--export_dir=" + export_dir, out, "--mediapipe_python=/bin/false"],
        "cannot import MediaPipe's metadata writers (exit status 1)"),
+      (["--export_dir=" + regression, out, "--mediapipe_python=" + plain],
+       "A regression export answers a score, not a class"),
+      (["--export_dir=" + two_lines, out, "--mediapipe_python=" + plain],
+       'The label "a\\nb" cannot be a line of MediaPipe\'s labels file'),
   ]
   results = run_script_cases("export_litert.py", [args for args, _ in cases])
   for (args, message), result in zip(cases, results):
@@ -480,8 +506,8 @@ def test_export_litert_command_refuses_before_converting(tmp_path):
     assert "Traceback" not in result.stderr and "Wrote" not in result.stdout, args
   assert existing.read_bytes() == b"before" and os.path.getsize(graph) == 0
   assert sorted(os.listdir(tmp_path)) == sorted(
-      ["export", "windows", "int8", "novars", "short.txt", "no_mediapipe", "locked",
-       "existing.tflite"])  # nothing written, no temporary file left
+      ["export", "windows", "int8", "novars", "regression", "two_lines", "short.txt",
+       "no_mediapipe", "locked", "existing.tflite"])  # nothing written, no temporary file left
 
 
 # Stand-ins for a MediaPipe Python past its import probe ("-c ..." exits 0): the writer step
@@ -539,8 +565,10 @@ _CLASSIFY = """
 import json, sys
 from mediapipe.tasks import python as mp_python
 from mediapipe.tasks.python import text as mp_text
+threshold = float(sys.argv[3]) if len(sys.argv) > 3 else None  # None: the metadata's
 options = mp_text.TextClassifierOptions(
-    base_options=mp_python.BaseOptions(model_asset_path=sys.argv[1]), max_results=-1)
+    base_options=mp_python.BaseOptions(model_asset_path=sys.argv[1]), max_results=-1,
+    score_threshold=threshold)
 with mp_text.TextClassifier.create_from_options(options) as classifier:
   out = []
   for text in json.loads(sys.argv[2]):
@@ -572,3 +600,34 @@ def test_mediapipe_serves_the_classifier_from_raw_text(exports, tmp_path):
       text_a=tf.constant(texts))["probabilities"].numpy()
   for row, scores in enumerate(got):
     np.testing.assert_allclose([scores[label] for label in LABELS], want[row], atol=1e-4)
+
+
+def mediapipe_classify(model, texts, *threshold):
+  served = subprocess.run([MEDIAPIPE_PYTHON, "-c", _CLASSIFY, str(model), json.dumps(texts),
+                           *threshold], capture_output=True, text=True, timeout=120)
+  assert served.returncode == 0, served.stderr[-2000:]
+  return json.loads(served.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not MEDIAPIPE_PYTHON, reason="opt-in: BERT_TF_MEDIAPIPE_PYTHON=a Python with "
+                    "mediapipe==0.10.21 (docs/serving.md)")
+def test_mediapipe_serves_the_multi_label_classifier_from_raw_text(multi_label_export, tmp_path):
+  """By default MediaPipe answers the labels the export predicts, with their probabilities;
+  with score_threshold=0, every label's probability."""
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401
+  out = tmp_path / "multi.tflite"
+  result = run_script("export_litert.py", "--export_dir=%s" % multi_label_export,
+                      "--output_file=%s" % out, "--mediapipe_python=%s" % MEDIAPIPE_PYTHON)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "names the 3 labels" in result.stdout
+  with zipfile.ZipFile(out) as packed:
+    assert packed.read("labels.txt").decode("utf-8").splitlines() == MULTI_LABELS
+  assert litert_export.read_tflite_metadata(out)["labels"] == MULTI_LABELS
+  served = tf.saved_model.load(multi_label_export).signatures["serving_default"](
+      text_a=tf.constant(TEXTS))
+  want_names = [sorted(n.decode() for n in row if n) for row in served["labels"].numpy()]
+  assert [sorted(scores) for scores in mediapipe_classify(out, TEXTS)] == want_names
+  for row, scores in enumerate(mediapipe_classify(out, TEXTS, "0")):
+    np.testing.assert_allclose([scores[label] for label in MULTI_LABELS],
+                               served["probabilities"].numpy()[row], atol=1e-4)
