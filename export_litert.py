@@ -5,11 +5,13 @@
 
 Takes any float32 export bert_tf writes (run_classifier / run_squad / run_swag / run_ner
 --export_dir, export_text_embedder.py) and converts its ids signature (input_word_ids, input_mask,
-input_type_ids; one request per call) to LiteRT builtin ops; a classifier outputs its
-probabilities. With --mediapipe_python, a classifier or a text embedder also gets MediaPipe's
-metadata (BERT tokenizer, vocab, labels), so MediaPipe Tasks' TextClassifier / TextEmbedder
-serve it from raw text. Everything checkable is checked before converting; the output file
-is written only when every step succeeded. See docs/serving.md, "LiteRT and MediaPipe".
+input_type_ids; one request per call) to LiteRT builtin ops. A classifier outputs its
+probabilities (softmax; a multi-label one a sigmoid per label), a regression its score, and
+the .tflite names its labels in its own metadata. With --mediapipe_python, a classifier
+(single- or multi-label) or a text embedder also gets MediaPipe's metadata (BERT tokenizer,
+vocab, labels), so MediaPipe Tasks' TextClassifier / TextEmbedder serve it from raw text.
+Everything checkable is checked before converting; the output file is written only when every
+step succeeded. See docs/serving.md, "LiteRT and MediaPipe".
 """
 
 import os
@@ -22,7 +24,7 @@ import zipfile
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
-from bert_tf import cli, export, litert_export, text_embedder
+from bert_tf import cli, export, litert_export
 from bert_tf.errors import UserInputError
 
 FLAGS = flags.FLAGS
@@ -49,7 +51,6 @@ flags.DEFINE_bool("first_window_only", False,
                   ".tflite takes one window, so a longer text is classified by its first "
                   "max_seq_length tokens.")
 
-_METADATA_KINDS = {"classification": "classifier", text_embedder.TASK: "embedder"}
 _WRITER = os.path.join(os.path.dirname(os.path.abspath(litert_export.__file__)),
                        "mediapipe_metadata.py")
 # What the writer imports: a Python that cannot is found before converting.
@@ -58,26 +59,12 @@ _PROBE = ("from mediapipe.tasks.python.metadata.metadata_writers import metadata
 _TIMEOUT = 600
 
 
-def check_mediapipe(metadata):
-  """The MediaPipe kind of the export, or an error saying why MediaPipe cannot serve it."""
-  task = metadata.get("task")
-  if task not in _METADATA_KINDS:
-    raise UserInputError("MediaPipe serves classifiers and text embedders; this export is a %s "
-                         "model. Drop --mediapipe_python and feed the .tflite ids." % task)
-  if not metadata.get("do_lower_case", True):
-    raise UserInputError("MediaPipe's BERT tokenizer always lower-cases, and this export is "
-                         "cased (do_lower_case=false): it would see other tokens. Drop "
-                         "--mediapipe_python and feed the .tflite ids from the cased tokenizer.")
-  if metadata.get("text_pair"):
-    raise UserInputError("MediaPipe's text classifier takes one text; this export classifies "
-                         "text pairs. Drop --mediapipe_python and feed the .tflite ids.")
-  return _METADATA_KINDS[task]
-
-
 def _run(command, python):
   """`command` run by --mediapipe_python, or one line saying it cannot be run."""
   try:
-    return subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT)
+    # UTF-8 whatever the locale: the label names and the vocab are UTF-8 files.
+    return subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT,
+                          env=dict(os.environ, PYTHONUTF8="1"))
   except OSError as e:
     raise UserInputError("--mediapipe_python=%s cannot be run: %s." %
                          (python, e.strerror or e)) from None
@@ -108,6 +95,14 @@ def check_mediapipe_python(python):
                          (python, _last_line(result)))
 
 
+def _record(path):
+  """The .tflite's bert_tf record, or None where it has none or is no LiteRT model."""
+  try:
+    return litert_export.read_tflite_metadata(path)
+  except UserInputError:
+    return None
+
+
 def write_mediapipe_metadata(kind, conversion, vocab_file, folder):
   """Runs mediapipe_metadata.py in --mediapipe_python on the converted file; returns the
   path of the file it wrote in `folder`, checked to hold the metadata's files."""
@@ -124,9 +119,12 @@ def write_mediapipe_metadata(kind, conversion, vocab_file, folder):
              "--segment", details["input_type_ids"]["name"]]
   if kind == "classifier":
     labels = os.path.join(folder, "labels.txt")
-    with open(labels, "w", encoding="utf-8") as f:
-      f.write("".join("%s\n" % label for label in conversion.metadata["labels"]))
+    with open(labels, "w", encoding="utf-8", newline="") as f:
+      f.write(litert_export.mediapipe_labels_file(conversion.metadata))
     command += ["--labels", labels]
+    threshold = litert_export.mediapipe_score_threshold(conversion.metadata)
+    if threshold is not None:
+      command += ["--score_threshold", repr(threshold)]
   else:
     command += ["--output_name", conversion.outputs[0]]
   result = _run(command, python)
@@ -144,6 +142,8 @@ def write_mediapipe_metadata(kind, conversion, vocab_file, folder):
         problem = "left the model as it was"
       elif not zipfile.is_zipfile(written):
         problem = "wrote a file without the metadata's vocab"
+      elif _record(written) != _record(conversion.output_file):
+        problem = "dropped the .tflite's %s record" % litert_export.TFLITE_METADATA
   if problem:
     raise UserInputError("MediaPipe's metadata writer in %s exited 0 but %s; nothing was "
                          "written (is it the Python of a virtualenv with mediapipe==0.10.21?)."
@@ -165,7 +165,7 @@ def main(_):
   kind = vocab_file = None
   seq_length = FLAGS.seq_length
   if FLAGS.mediapipe_python:
-    kind = check_mediapipe(metadata)
+    kind = litert_export.check_mediapipe(metadata)
     vocab_file = litert_export.export_vocab(FLAGS.export_dir, metadata, FLAGS.vocab_file)
     check_mediapipe_python(FLAGS.mediapipe_python)
     if seq_length is None:
@@ -177,13 +177,16 @@ def main(_):
     if kind:
       litert_export.write_file(write_mediapipe_metadata(kind, conversion, vocab_file, folder),
                                FLAGS.output_file)
+  labels = metadata.get("labels")
   print("Wrote %s (%s, %.1f MB): inputs %s -> %s%s%s; probe request within %.2g of the "
-        "SavedModel." % (FLAGS.output_file, FLAGS.quantize,
-                         os.path.getsize(FLAGS.output_file) / 1e6,
-                         conversion.inputs, ", ".join(conversion.outputs),
-                         " with MediaPipe %s metadata" % kind if kind else "",
-                         " (first window only)" if metadata.get("long_document") == "windows"
-                         else "", conversion.max_difference))
+        "SavedModel.%s" % (FLAGS.output_file, FLAGS.quantize,
+                           os.path.getsize(FLAGS.output_file) / 1e6,
+                           conversion.inputs, ", ".join(conversion.outputs),
+                           " with MediaPipe %s metadata" % kind if kind else "",
+                           " (first window only)" if metadata.get("long_document") == "windows"
+                           else "", conversion.max_difference,
+                           " Its %s metadata names the %d labels." %
+                           (litert_export.TFLITE_METADATA, len(labels)) if labels else ""))
   logging.flush()
   sys.stdout.flush()
 

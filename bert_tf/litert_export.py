@@ -6,7 +6,12 @@ only the variables it reads, and converted to LiteRT builtin ops (XNNPACK runs t
 x86 or ARM CPU). One request per call (one row; a multiple-choice example's rows, one per
 choice); the length is fixed where MediaPipe serves the
 model (it reads the length from the input shape), else any length up to max_seq_length.
-A classifier's output is its `probabilities` (MediaPipe reports the output as the score).
+The outputs are the SavedModel's answers: a classifier's `probabilities` (softmax), a
+multi-label classifier's `probabilities` (a sigmoid per label), a regression's `predictions`
+(MediaPipe reports a classifier's output as its scores). The .tflite carries its own record
+(`TFLITE_METADATA`, a Model.metadata entry beside the converter's): the export's
+bert_tf_export.json, less its SavedModel signatures, with the label names in output order, a
+multi-label threshold, and what each output holds (`read_tflite_metadata`).
 `--quantize=int8` is LiteRT's dynamic-range quantization: int8 weights, float activations.
 
 LiteRT has no Assert op, so the SavedModel's refusal of an id outside the model's tables is
@@ -21,6 +26,7 @@ reported; a float32 model that does not agree (1e-4) is not written.
 """
 
 import dataclasses
+import json
 import os
 import shutil
 import tempfile
@@ -30,7 +36,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import export, tfhub_export, user_files
+from bert_tf import export, text_embedder, tfhub_export, user_files
 from bert_tf.errors import UserInputError, io_reason
 
 QUANTIZATIONS = ("none", "int8")
@@ -38,6 +44,18 @@ QUANTIZATIONS = ("none", "int8")
 FLOAT32_AGREEMENT = 1e-4
 # Where the .tflite's input is the export's: the embedding tables bounding its ids.
 _WORD_TABLE, _TYPE_TABLE = "word_embeddings:0", "token_type_embeddings:0"
+# The name of the .tflite's own record of what it answers (a Model.metadata entry, UTF-8 JSON).
+TFLITE_METADATA = "bert_tf_export"
+# What each task's outputs hold, as the record says it.
+_OUTPUT_MEANINGS = {
+    "classification": {"probabilities": "softmax over the labels, in the order of labels"},
+    "multi_label": {"probabilities": "a sigmoid per label, in the order of labels; the export "
+                                     "predicts the labels whose probability is over threshold"},
+    "regression": {"predictions": "the score"},
+}
+# MediaPipe's metadata: which tasks its TextClassifier / TextEmbedder serve.
+_MEDIAPIPE_KINDS = {"classification": "classifier", "multi_label": "classifier",
+                    text_embedder.TASK: "embedder"}
 
 
 @dataclasses.dataclass
@@ -171,10 +189,108 @@ def write_file(data_or_path, output_file):
 
 
 def _outputs(task):
-  """The LiteRT model's outputs from the ids signature's."""
+  """The LiteRT model's outputs from the ids signature's: the SavedModel's answers."""
   if task == "classification":
     return lambda out: {"probabilities": tf.nn.softmax(out["logits"], axis=-1)}
+  if task == "multi_label":
+    return lambda out: {"probabilities": tf.sigmoid(out["logits"])}
+  if task == "regression":
+    return lambda out: {"predictions": out["predictions"]}
   return lambda out: dict(out)
+
+
+def tflite_record(metadata, quantize="none", seq_length=None):
+  """What the .tflite carries about itself: the export's metadata less its SavedModel
+  signatures, what its outputs hold, and how it was converted."""
+  record = {k: v for k, v in metadata.items() if k != "signatures"}
+  if metadata.get("task") in _OUTPUT_MEANINGS:
+    record["outputs"] = _OUTPUT_MEANINGS[metadata["task"]]
+  record["litert"] = {"quantize": quantize, "seq_length": seq_length,
+                      "first_window_only": metadata.get("long_document") == "windows"}
+  return record
+
+
+def _with_record(model, record):
+  """`model` (.tflite bytes) with `record` as its TFLITE_METADATA entry."""
+  from tensorflow.lite.python import schema_py_generated as schema
+  from tensorflow.lite.tools import flatbuffer_utils
+  tree = flatbuffer_utils.read_model_from_bytearray(bytearray(model))
+  data = schema.BufferT()
+  data.data = np.frombuffer(json.dumps(record, sort_keys=True).encode("utf-8"), np.uint8)
+  entry = schema.MetadataT()
+  entry.name, entry.buffer = TFLITE_METADATA, len(tree.buffers)
+  tree.buffers.append(data)
+  tree.metadata = [m for m in tree.metadata or [] if m.name != TFLITE_METADATA.encode()] + [entry]
+  return flatbuffer_utils.convert_object_to_bytearray(tree)
+
+
+def read_tflite_metadata(model_path_or_bytes):
+  """The record a .tflite export_litert.py wrote carries (label names, threshold, what its
+  outputs hold), as a dict; None for a LiteRT model without one."""
+  from ai_edge_litert import schema_py_generated as schema
+  if isinstance(model_path_or_bytes, (bytes, bytearray)):
+    where, model = "The model", bytes(model_path_or_bytes)
+  else:
+    where = os.fspath(model_path_or_bytes)
+    model = user_files.read_bytes(where, "LiteRT model")
+  if len(model) < 8 or not schema.Model.ModelBufferHasIdentifier(model, 0):
+    raise UserInputError("%s is not a LiteRT model (.tflite)." % where)
+  try:
+    root = schema.Model.GetRootAs(model, 0)
+    for index in range(root.MetadataLength()):
+      entry = root.Metadata(index)
+      if entry.Name() == TFLITE_METADATA.encode():
+        data = root.Buffers(entry.Buffer()).DataAsNumpy().tobytes()
+        return json.loads(data.decode("utf-8"))
+  except Exception as e:  # a damaged flatbuffer fails in many ways
+    raise UserInputError("The %s record of %s cannot be read (%s): convert it again." %
+                         (TFLITE_METADATA, where, _first_line(e))) from None
+  return None
+
+
+def check_mediapipe(metadata):
+  """The MediaPipe kind of the export ("classifier" or "embedder"), or one line saying why
+  MediaPipe's text tasks cannot serve it as the SavedModel answers."""
+  task = metadata.get("task")
+  if task == "regression":
+    raise UserInputError("A regression export answers a score, not a class: MediaPipe's "
+                         "TextClassifier would report it as one category's probability. Drop "
+                         "--mediapipe_python and read `predictions` from the .tflite (ids in).")
+  if task not in _MEDIAPIPE_KINDS:
+    raise UserInputError("MediaPipe serves classifiers and text embedders; this export is a %s "
+                         "model. Drop --mediapipe_python and feed the .tflite ids." % task)
+  if not metadata.get("do_lower_case", True):
+    raise UserInputError("MediaPipe's BERT tokenizer always lower-cases, and this export is "
+                         "cased (do_lower_case=false): it would see other tokens. Drop "
+                         "--mediapipe_python and feed the .tflite ids from the cased tokenizer.")
+  if metadata.get("text_pair"):
+    raise UserInputError("MediaPipe's text classifier takes one text; this export classifies "
+                         "text pairs. Drop --mediapipe_python and feed the .tflite ids.")
+  labels = metadata.get("labels") or [] if _MEDIAPIPE_KINDS[task] == "classifier" else []
+  for label in labels:
+    if not label or "\n" in label or "\r" in label:
+      raise UserInputError("The label %s cannot be a line of MediaPipe's labels file (one label "
+                           "a line): drop --mediapipe_python and read the names from the "
+                           ".tflite's %s metadata." % (json.dumps(label), TFLITE_METADATA))
+  return _MEDIAPIPE_KINDS[task]
+
+
+def mediapipe_labels_file(metadata):
+  """The labels file MediaPipe's classifier metadata carries: the names in output order, one
+  a line (MediaPipe's TextClassifier names its categories by line number)."""
+  return "".join("%s\n" % label for label in metadata["labels"])
+
+
+def mediapipe_score_threshold(metadata):
+  """MediaPipe's default score threshold for the export, or None (report every label).
+
+  A multi-label export predicts the labels whose float32 probability is over its threshold;
+  MediaPipe keeps the categories whose score is at or over its threshold. The least float32
+  over the export's threshold makes the two one set: MediaPipe's default answer is the labels
+  the SavedModel predicts (its scores their probabilities)."""
+  if metadata.get("task") != "multi_label":
+    return None
+  return float(np.nextafter(np.float32(metadata["threshold"]), np.float32(np.inf)))
 
 
 def _table_rows(fn, suffix):
@@ -286,6 +402,7 @@ def convert(export_dir, output_file, quantize="none", seq_length=None, first_win
     except Exception as e:  # the converter raises ConverterError and others, with long logs
       raise UserInputError("LiteRT cannot convert the %s signature of %s: %s" %
                            (export.IDS_SIGNATURE, export_dir, _first_line(e))) from None
+    model = _with_record(model, tflite_record(metadata, quantize, seq_length))
   finally:
     shutil.rmtree(folder, ignore_errors=True)
   runner_ = interpreter(model).get_signature_runner(export.IDS_SIGNATURE)

@@ -7,7 +7,13 @@ protobuf >= 6, so the two cannot share one virtualenv. This file imports neither
 nor bert_tf, only mediapipe and the standard library.
 
   python mediapipe_metadata.py --model in.tflite --output out.tflite --vocab vocab.txt \
-    --kind classifier --labels labels.txt --ids NAME --mask NAME --segment NAME
+    --kind classifier --labels labels.txt [--score_threshold T] --ids NAME --mask NAME \
+    --segment NAME
+
+A classifier's scores are the model's output as it is (MediaPipe applies no softmax or
+sigmoid): a single-label model outputs its softmax, a multi-label one a sigmoid per label.
+`--score_threshold` (multi-label) is the metadata's default score threshold: MediaPipe keeps
+the categories scoring at or over it.
 """
 
 import argparse
@@ -21,6 +27,8 @@ def main(argv=None):
   parser.add_argument("--vocab", required=True, help="The WordPiece vocab, one token a line.")
   parser.add_argument("--kind", required=True, choices=("classifier", "embedder"))
   parser.add_argument("--labels", help="classifier: the labels file, one label a line.")
+  parser.add_argument("--score_threshold", type=float,
+                      help="classifier: the default score threshold (default: none).")
   parser.add_argument("--output_name", default="embedding", help="embedder: the output's name.")
   for name in ("ids", "mask", "segment"):
     parser.add_argument("--" + name, required=True, help="The input tensor's name.")
@@ -36,11 +44,17 @@ def main(argv=None):
   names = {"ids_name": args.ids, "mask_name": args.mask, "segment_name": args.segment}
   tokenizer = metadata_writer.BertTokenizer(args.vocab)
   if args.kind == "classifier":
-    from mediapipe.tasks.python.metadata.metadata_writers import text_classifier
-    with open(args.labels, encoding="utf-8") as f:
-      labels = [line.rstrip("\n") for line in f if line.strip()]
-    writer = text_classifier.MetadataWriter.create_for_bert_model(
-        model, tokenizer, metadata_writer.Labels().add(labels), **names)
+    with open(args.labels, encoding="utf-8", newline="") as f:
+      labels = f.read().split("\n")[:-1]  # every line ends with one
+    # As text_classifier.MetadataWriter.create_for_bert_model, with the threshold.
+    writer = metadata_writer.MetadataWriter.create(model)
+    writer.add_general_info("TextClassifier", "A bert_tf text classifier.")
+    writer.add_bert_text_input(tokenizer, **names)
+    thresholding = None
+    if args.score_threshold is not None:
+      thresholding = metadata_writer.ScoreThresholding(args.score_threshold)
+    writer.add_classification_output(metadata_writer.Labels().add(labels),
+                                     score_thresholding=thresholding)
   else:
     writer = metadata_writer.MetadataWriter.create(model)
     writer.add_general_info("TextEmbedder", "A bert_tf sentence embedder.")

@@ -19,6 +19,8 @@ from bert_tf import checkpoints, export, litert_export
 from bert_tf.errors import UserInputError
 
 LABELS = ["contradiction", "entailment", "neutral"]
+# An own-data multi-label run's names: spaces, punctuation and non-ASCII are names too.
+MULTI_LABELS = ["billing", "bug report", "débit, carte"]
 SEQ = 32
 # int8 (dynamic range) against float32 on the tiny model: probabilities and embeddings near
 # unit scale; logits of random heads (SQuAD, NER, SWAG) scaled to their magnitude.
@@ -97,6 +99,15 @@ def test_keras_litert_export_of_the_other_task_models(tmp_path):
 
 # ------------------------------------------------------------------------------ export_litert.py
 
+def with_weights(model):
+  """`model` with the tiny encoder and heads away from zero, so its outputs mean something."""
+  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  for head in model.heads:
+    for weight in head.weights:
+      weight.assign(np.random.RandomState(1).normal(0, 0.5, weight.shape).astype(np.float32))
+  return model
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
   """A tiny export of each kind: classifier, SQuAD, SWAG, NER, text embedder."""
@@ -111,14 +122,7 @@ def exports(tmp_path_factory):
   from bert_tf.tasks.swag.model import MultipleChoiceModel
   root = tmp_path_factory.mktemp("litert_exports")
   made = {}
-
-  def loaded(model):
-    checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
-    for head in model.heads:  # heads away from zero, so their outputs mean something
-      for weight in head.weights:
-        weight.assign(np.random.RandomState(1).normal(0, 0.5, weight.shape).astype(np.float32))
-    return model
-
+  loaded = with_weights
   made["classifier"] = export_classifier(
       root / "classifier", loaded(ClassifierModel(tiny_config(), num_labels=3,
                                                   dynamic_length=True)),
@@ -186,6 +190,10 @@ def test_export_litert_matches_the_savedmodel(exports, kind, tmp_path):
   assert sorted(got) == sorted(want)
   for name, value in want.items():
     close(got[name], value, 1e-6)
+  record, made = (litert_export.read_tflite_metadata(float32.output_file),
+                  export.read_metadata(exports[kind]))
+  assert record["task"] == made["task"] and record.get("labels") == made.get("labels")
+  assert "signatures" not in record and record["litert"]["seq_length"] is None
   check_ids_outside_the_tables(exports[kind], float32.output_file, inputs)
   int8 = litert_export.convert(exports[kind], tmp_path / "int8.tflite", quantize="int8")
   assert int8.size_bytes < 0.6 * float32.size_bytes  # int8 weights
@@ -198,6 +206,119 @@ def test_export_litert_matches_the_savedmodel(exports, kind, tmp_path):
     assert float32.inputs["input_word_ids"] == [1, -1]
     for name, value in want.items():
       close(run_tflite(fixed.output_file, inputs)[name], value, 1e-6)
+
+
+MULTI_SEQ = 16
+MULTI_THRESHOLD = 0.45
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "my card was charged twice",
+         "the app crashes when I open settings", "Hello World! THIS Is Upper Case.",
+         "a long sentence " * 12, ""]
+
+
+@pytest.fixture(scope="module")
+def multi_label_export(tmp_path_factory):
+  """A tiny own-data multi-label export, as run_classifier --export_dir writes one."""
+  from bert_tf.tasks.own_data.export import export_own_data
+  from bert_tf.tasks.own_data.labels import Schema
+  from bert_tf.tasks.own_data.model import OwnDataModel
+  model = with_weights(OwnDataModel(tiny_config(), num_labels=3, problem_type="multi_label",
+                                    dynamic_length=True))
+  return str(export_own_data(tmp_path_factory.mktemp("litert_own") / "multi", model,
+                             VOCAB_UNCASED, True, MULTI_SEQ, Schema("multi_label", MULTI_LABELS),
+                             text_pair=False, threshold=MULTI_THRESHOLD))
+
+
+def packed_ids(texts, seq_length):
+  """Each text's ids as bert_tf's tokenizer packs them, one request of one row a text."""
+  from bert_tf import packing, tokenization
+  tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=True)
+  for text in texts:
+    packed = packing.pack_tokens(tokenizer.tokenize(text), None, seq_length, tokenizer)
+    pad = [0] * (seq_length - len(packed.input_ids))
+    yield {name: np.array([list(row) + pad], np.int32) for name, row in (
+        ("input_word_ids", packed.input_ids), ("input_mask", packed.input_mask),
+        ("input_type_ids", packed.segment_ids))}
+
+
+@pytest.mark.slow
+def test_export_litert_of_a_multi_label_export_answers_probabilities_and_names(
+    multi_label_export, tmp_path):
+  """The .tflite answers each label's sigmoid, as the SavedModel from raw text, and names
+  the labels and the threshold: the names over it are the SavedModel's `labels`."""
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401
+  served = tf.saved_model.load(multi_label_export).signatures["serving_default"](
+      text_a=tf.constant(TEXTS))
+  want = served["probabilities"].numpy()
+  want_names = [[n.decode() for n in row if n] for row in served["labels"].numpy()]
+  conversion = litert_export.convert(multi_label_export, tmp_path / "multi.tflite",
+                                     seq_length=MULTI_SEQ)
+  assert conversion.outputs == ["probabilities"] and conversion.max_difference <= 1e-5
+  runner = litert_export.interpreter(conversion.output_file).get_signature_runner()
+  got = np.concatenate([runner(**ids)["probabilities"] for ids in packed_ids(TEXTS, MULTI_SEQ)])
+  close(got, want, 1e-6)
+  assert not np.allclose(got.sum(-1), 1.0)  # sigmoids, not a softmax
+  record = litert_export.read_tflite_metadata(conversion.output_file)
+  assert record["task"] == "multi_label" and record["labels"] == MULTI_LABELS
+  assert record["threshold"] == MULTI_THRESHOLD and "sigmoid" in record["outputs"][
+      "probabilities"]
+  assert record["litert"] == {"quantize": "none", "seq_length": MULTI_SEQ,
+                              "first_window_only": False}
+  names = [[record["labels"][i] for i in np.flatnonzero(row > np.float32(record["threshold"]))]
+           for row in got]
+  assert names == want_names
+  assert 0 < sum(map(len, names)) < got.size  # the threshold picks some labels, not all
+
+
+def test_mediapipe_metadata_of_each_problem_type():
+  """Single- and multi-label classifiers get a labels file of their names in output order;
+  a multi-label one a score threshold keeping what the export predicts; a regression, or a
+  name no labels file line can hold, is refused in one line."""
+  single = {"task": "classification", "labels": LABELS, "do_lower_case": True}
+  multi = {"task": "multi_label", "labels": MULTI_LABELS, "threshold": 0.4,
+           "do_lower_case": True}
+  for metadata in (single, multi):
+    assert litert_export.check_mediapipe(metadata) == "classifier"
+    assert litert_export.mediapipe_labels_file(metadata).split("\n") == metadata["labels"] + [""]
+  assert litert_export.check_mediapipe({"task": "text_embedder"}) == "embedder"
+  assert litert_export.mediapipe_score_threshold(single) is None  # every label's probability
+  threshold = litert_export.mediapipe_score_threshold(multi)
+  # MediaPipe keeps a score s when s >= threshold; the export predicts s > float32(0.4).
+  scores = np.float32([0.4, np.nextafter(np.float32(0.4), np.float32(1)), 0.39999, 0.41, 1.0])
+  np.testing.assert_array_equal(scores >= np.float32(threshold), scores > np.float32(0.4))
+  assert np.float32(threshold) == threshold  # a float32 value: the metadata stores float32
+  with pytest.raises(UserInputError, match=r"^A regression export answers a score, not a "
+                     r"class: .* read `predictions` from the .tflite"):
+    litert_export.check_mediapipe({"task": "regression", "labels": None})
+  for bad in ("two\nlines", "cr\r", ""):
+    with pytest.raises(UserInputError, match=r"cannot be a line of MediaPipe's labels file .* "
+                       r"read the names from the .tflite's bert_tf_export metadata"):
+      litert_export.check_mediapipe(dict(multi, labels=["ok", bad]))
+  with pytest.raises(UserInputError, match=r"takes one text; this export classifies text pairs"):
+    litert_export.check_mediapipe(dict(multi, text_pair=True))
+
+
+def test_litert_outputs_are_the_savedmodels_answers():
+  """From the ids signature's outputs: a classifier's softmax, a multi-label one's sigmoids,
+  a regression's score alone (its logits are the same number); the others as they are."""
+  import tensorflow as tf
+  logits = tf.constant([[2.0, -1.0, 0.0]])
+  np.testing.assert_allclose(litert_export._outputs("classification")({"logits": logits})[
+      "probabilities"], [np.exp([2, -1, 0]) / np.exp([2, -1, 0]).sum()], rtol=1e-6)
+  np.testing.assert_allclose(litert_export._outputs("multi_label")({"logits": logits})[
+      "probabilities"], [1 / (1 + np.exp([-2, 1, 0]))], rtol=1e-6)
+  score = {"logits": tf.constant([[0.7]]), "predictions": tf.constant([0.7])}
+  assert list(litert_export._outputs("regression")(score)) == ["predictions"]
+  assert sorted(litert_export._outputs("squad")({"start_logits": logits, "end_logits": logits})
+                ) == ["end_logits", "start_logits"]
+
+
+def test_read_tflite_metadata_refuses_what_is_no_litert_model(tmp_path):
+  (tmp_path / "x.tflite").write_bytes(b"not a model at all")
+  with pytest.raises(UserInputError, match=r"x.tflite is not a LiteRT model \(.tflite\)\.$"):
+    litert_export.read_tflite_metadata(tmp_path / "x.tflite")
+  with pytest.raises(UserInputError, match=r"LiteRT model .*nope.tflite does not exist"):
+    litert_export.read_tflite_metadata(tmp_path / "nope.tflite")
 
 
 def fake_export(folder, parts=("saved_model.pb", "variables/variables.index"), **metadata):
@@ -338,6 +459,9 @@ def test_export_litert_command_refuses_before_converting(tmp_path):
   windows = fake_export(tmp_path / "windows", long_document="windows", doc_stride=16)
   int8 = fake_export(tmp_path / "int8", inference_precision="int8")
   novars = fake_export(tmp_path / "novars", parts=("saved_model.pb",))
+  regression = fake_export(tmp_path / "regression", task="regression", labels=None)
+  two_lines = fake_export(tmp_path / "two_lines", task="multi_label", labels=["a\nb", "c"],
+                          threshold=0.5)
   (tmp_path / "export" / export.METADATA_DIR / export.VOCAB_FILE).write_text(
       open(VOCAB_UNCASED, encoding="utf-8").read())
   short = tmp_path / "short.txt"
@@ -370,6 +494,10 @@ def test_export_litert_command_refuses_before_converting(tmp_path):
        "'mediapipe'): install mediapipe==0.10.21"),
       (["--export_dir=" + export_dir, out, "--mediapipe_python=/bin/false"],
        "cannot import MediaPipe's metadata writers (exit status 1)"),
+      (["--export_dir=" + regression, out, "--mediapipe_python=" + plain],
+       "A regression export answers a score, not a class"),
+      (["--export_dir=" + two_lines, out, "--mediapipe_python=" + plain],
+       'The label "a\\nb" cannot be a line of MediaPipe\'s labels file'),
   ]
   results = run_script_cases("export_litert.py", [args for args, _ in cases])
   for (args, message), result in zip(cases, results):
@@ -378,8 +506,8 @@ def test_export_litert_command_refuses_before_converting(tmp_path):
     assert "Traceback" not in result.stderr and "Wrote" not in result.stdout, args
   assert existing.read_bytes() == b"before" and os.path.getsize(graph) == 0
   assert sorted(os.listdir(tmp_path)) == sorted(
-      ["export", "windows", "int8", "novars", "short.txt", "no_mediapipe", "locked",
-       "existing.tflite"])  # nothing written, no temporary file left
+      ["export", "windows", "int8", "novars", "regression", "two_lines", "short.txt",
+       "no_mediapipe", "locked", "existing.tflite"])  # nothing written, no temporary file left
 
 
 # Stand-ins for a MediaPipe Python past its import probe ("-c ..." exits 0): the writer step
@@ -437,8 +565,10 @@ _CLASSIFY = """
 import json, sys
 from mediapipe.tasks import python as mp_python
 from mediapipe.tasks.python import text as mp_text
+threshold = float(sys.argv[3]) if len(sys.argv) > 3 else None  # None: the metadata's
 options = mp_text.TextClassifierOptions(
-    base_options=mp_python.BaseOptions(model_asset_path=sys.argv[1]), max_results=-1)
+    base_options=mp_python.BaseOptions(model_asset_path=sys.argv[1]), max_results=-1,
+    score_threshold=threshold)
 with mp_text.TextClassifier.create_from_options(options) as classifier:
   out = []
   for text in json.loads(sys.argv[2]):
@@ -470,3 +600,34 @@ def test_mediapipe_serves_the_classifier_from_raw_text(exports, tmp_path):
       text_a=tf.constant(texts))["probabilities"].numpy()
   for row, scores in enumerate(got):
     np.testing.assert_allclose([scores[label] for label in LABELS], want[row], atol=1e-4)
+
+
+def mediapipe_classify(model, texts, *threshold):
+  served = subprocess.run([MEDIAPIPE_PYTHON, "-c", _CLASSIFY, str(model), json.dumps(texts),
+                           *threshold], capture_output=True, text=True, timeout=120)
+  assert served.returncode == 0, served.stderr[-2000:]
+  return json.loads(served.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not MEDIAPIPE_PYTHON, reason="opt-in: BERT_TF_MEDIAPIPE_PYTHON=a Python with "
+                    "mediapipe==0.10.21 (docs/serving.md)")
+def test_mediapipe_serves_the_multi_label_classifier_from_raw_text(multi_label_export, tmp_path):
+  """By default MediaPipe answers the labels the export predicts, with their probabilities;
+  with score_threshold=0, every label's probability."""
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401
+  out = tmp_path / "multi.tflite"
+  result = run_script("export_litert.py", "--export_dir=%s" % multi_label_export,
+                      "--output_file=%s" % out, "--mediapipe_python=%s" % MEDIAPIPE_PYTHON)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "names the 3 labels" in result.stdout
+  with zipfile.ZipFile(out) as packed:
+    assert packed.read("labels.txt").decode("utf-8").splitlines() == MULTI_LABELS
+  assert litert_export.read_tflite_metadata(out)["labels"] == MULTI_LABELS
+  served = tf.saved_model.load(multi_label_export).signatures["serving_default"](
+      text_a=tf.constant(TEXTS))
+  want_names = [sorted(n.decode() for n in row if n) for row in served["labels"].numpy()]
+  assert [sorted(scores) for scores in mediapipe_classify(out, TEXTS)] == want_names
+  for row, scores in enumerate(mediapipe_classify(out, TEXTS, "0")):
+    np.testing.assert_allclose([scores[label] for label in MULTI_LABELS],
+                               served["probabilities"].numpy()[row], atol=1e-4)
