@@ -324,6 +324,7 @@ class OwnDataHooks(runner.TaskHooks):
     self.flags = f = task_flags
     self.columns = own_data.Columns(f.text_column, f.text_b_column, f.label_column, f.id_column,
                                     f.label_delimiter)
+    own_data_files.check_distinct_columns(self.columns)
     self.given = own_data_files.from_flag(f.labels)
     self.memo = {}
 
@@ -355,13 +356,13 @@ class OwnDataHooks(runner.TaskHooks):
   def schema(self, options):
     """Problem type, labels and class weights: the training file's, or the trained model's."""
     if "schema" not in self.memo:
-      f = self.flags
+      f, pair = self.flags, self.columns.text_b is not None
       self.memo["schema"] = (
           own_labels.from_training(self.path("train"), self.rows("train"), f.problem_type,
-                                   self.given, f.label_delimiter, f.class_weights)
+                                   self.given, f.label_delimiter, f.class_weights, pair)
           if options.do_train else
           own_labels.from_trained(options.output_dir, options.init_checkpoint, f.problem_type,
-                                  self.given))
+                                  self.given, pair))
     return self.memo["schema"]
 
   def read_examples(self, run, split):
@@ -410,7 +411,8 @@ class OwnDataHooks(runner.TaskHooks):
     elif schema.problem_type == "multi_label":
       result.update(own_data.multi_label_metrics(
           outputs["probabilities"][:n], [[name in g for name in schema.labels] for g in gold],
-          schema.labels, self.flags.threshold))
+          schema.labels, self.flags.threshold,
+          missed=[len(set(g) - set(schema.labels)) for g in gold]))
     else:
       ids = [schema.labels.index(g) if g in schema.labels else -1 for g in gold]
       result.update(own_data.single_label_metrics(

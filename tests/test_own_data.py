@@ -91,6 +91,44 @@ def test_a_file_that_is_not_utf8_names_the_line(tmp_path):
   assert message == "Data file %s is not UTF-8 text (bad byte at line 3); save it as UTF-8." % path
 
 
+def test_a_field_over_the_csv_modules_default_limit_is_text_not_a_quoting_error(tmp_path):
+  long_text = "word " * 40000  # 200,000 characters, over csv's 131,072 default
+  rows = _read(tmp_path, "a.csv", "text,label\n%s,x\nshort,y\n" % long_text)
+  assert [(len(r.text_a), r.label) for r in rows] == [(len(long_text), "x"), (5, "y")]
+
+
+def test_a_quote_left_open_does_not_swallow_the_rows_after_it(tmp_path):
+  # Read loosely, the quote on line 2 would end on line 4 and make lines 2-4 one row.
+  text = 'text\tlabel\n"great film\tpos\nbad film\tneg\nok "fine" film\tpos\n'
+  message = _error(_read, tmp_path, "a.tsv", text)
+  assert message.startswith(str(tmp_path / "a.tsv") + " lines 2-4: ")
+  assert "fix the quoting" in message
+  assert "line 2: " in _error(_read, tmp_path, "b.csv", 'text,label\n"hi" there,x\n')
+
+
+def test_header_spaces_lines_of_spaces_and_crlf_are_read_as_meant(tmp_path):
+  rows = _read(tmp_path, "a.csv", "text , label\r\nhi, a\r\n  \r\n\r\n")
+  assert [(r.text_a, r.label) for r in rows] == [("hi", " a")]
+  assert "appears twice" in _error(_read, tmp_path, "b.csv", "text,text \nhi,x\n")
+
+
+def test_the_id_column_is_needed_only_in_the_predict_file(tmp_path):
+  columns = Columns(id="key")
+  assert _read(tmp_path, "t.csv", "text,label\nhi,x\n", columns)[0].id is None
+  assert _read(tmp_path, "p.csv", "key,text\nk1,hi\n", columns, needs_label=False)[0].id == "k1"
+  assert "has no column 'key'" in _error(_read, tmp_path, "q.csv", "text\nhi\n", columns,
+                                         needs_label=False)
+
+
+def test_one_column_named_by_two_flags_is_refused():
+  assert data.check_distinct_columns(Columns(text="a", text_b="b", label="c", id="a")) is None
+  assert _error(data.check_distinct_columns, Columns(text="t", label="t")) == (
+      "--label_column=t names the column --text_column names too; each of --text_column, "
+      "--text_b_column and --label_column names its own column.")
+  assert "--text_b_column=t names the column --text_column" in _error(
+      data.check_distinct_columns, Columns(text="t", text_b="t"))
+
+
 # Labels: problem type, values, order.
 
 def _labeled(values):
@@ -149,6 +187,18 @@ def test_label_order_is_given_or_sorted_numbers_as_numbers():
   assert "distinct" in _error(data.from_flag, ["a", "a"])
 
 
+def test_one_number_written_two_ways_is_refused_and_case_variants_are_named():
+  from bert_tf.tasks.own_data import labels
+  assert "the labels '1' (line 2) and '1.0' (line 4) are one number written two ways" in _error(
+      labels.from_training, "f.jsonl", _labeled([1, 0, 1.0]), None, None, "|", "none")
+  assert "'1' (line 2) and '01' (line 3)" in _error(
+      labels.from_training, "f", _labeled(["1", "01|0"]), None, None, "|", "none")
+  rows = data.with_labels("f", _labeled(["Pos", "neg", "pos", "NEG"]), "single_label", "|")
+  assert data.check_name_clashes("f", rows, "single_label") == (
+      "'Pos' (line 2) and 'pos' (line 4), 'neg' (line 3) and 'NEG' (line 5)")
+  assert data.check_name_clashes("f", rows[:2], "single_label") is None
+
+
 def test_labels_outside_the_run_are_listed_or_an_error_under_labels():
   rows = data.with_labels("f", _labeled(["a|z", "y", "a"]), "multi_label", "|")
   assert data.unknown_labels("f", rows, "multi_label", ["a"]) == "'z' (line 2), 'y' (line 3)"
@@ -170,8 +220,9 @@ def test_balanced_class_weights_hand_worked():
   assert weights.class_weights("balanced", "multi_label", ["a", "b", "c"], multi) == [1, 1, 1]
   assert weights.class_weights("1,2.5", "single_label", ["a", "b"], single) == [1.0, 2.5]
   assert weights.class_weights("none", "single_label", ["a", "b"], single) is None
-  assert "2 positive numbers, one per label in the order a,b" in _error(
-      weights.class_weights, "1,0", "single_label", ["a", "b"], single)
+  for spec in ("1,0", "inf,1", "1e400,1", "nan,1"):
+    assert "2 positive finite numbers, one per label in the order a,b" in _error(
+        weights.class_weights, spec, "single_label", ["a", "b"], single)
   assert "this run is a regression" in _error(weights.class_weights, "balanced", "regression",
                                               None, single)
 
@@ -202,6 +253,17 @@ def test_multi_label_metrics_hand_worked():
   assert result["eval_micro_f1"] == pytest.approx(2 / 3)
   assert metrics.multi_label_metrics(probabilities, gold, ["a", "b", "c"], 0.05)[
       "eval_micro_f1"] == pytest.approx(2 * 3 / (2 * 3 + 6 + 0))
+
+
+def test_multi_label_gold_labels_the_model_does_not_know_are_missed():
+  # Row 1's gold is {a, z}, z unknown: predicting {a} is no exact match, and z is a false
+  # negative of the micro-F1 (tp 2 fp 0 fn 1 -> 4/5), not dropped (which would give 1 and 1).
+  probabilities = [[0.9, 0.1], [0.1, 0.8]]
+  result = metrics.multi_label_metrics(probabilities, [[1, 0], [0, 1]], ["a", "b"], 0.5,
+                                       missed=[1, 0])
+  assert result["eval_exact_match"] == 0.5
+  assert result["eval_micro_f1"] == pytest.approx(4 / 5)
+  assert result["eval_f1_a"] == 1.0 and result["eval_macro_f1"] == 1.0
 
 
 def test_regression_metrics_hand_worked():
@@ -394,6 +456,22 @@ def test_a_run_that_does_not_train_reads_the_recorded_labels(tmp_path):
       labels.from_trained, str(out), None, None, ["a", "c"])
   assert "train first (--do_train), or pass --labels and --problem_type" in _error(
       labels.from_trained, str(tmp_path / "none"), None, None, ["a"])
+
+
+def test_a_pair_model_is_not_read_with_one_text_nor_the_other_way(tmp_path):
+  from bert_tf.tasks.own_data import labels
+  out = str(tmp_path)
+  labels.write(out, labels.Schema("single_label", ["a", "b"], text_pair=True))
+  assert labels.from_trained(out, None, None, None, True).text_pair is True
+  assert _error(labels.from_trained, out, None, None, None, False) == (
+      "The model was trained on text pairs (recorded in %s), and this run reads one text a "
+      "row: pass --text_b_column=<the column of the second text>." %
+      os.path.join(out, labels.LABELS_FILE))
+  labels.write(out, labels.Schema("single_label", ["a", "b"], text_pair=False))
+  assert "trained on one text a row (recorded in" in _error(
+      labels.from_trained, out, None, None, None, True)
+  labels.write(out, labels.Schema("single_label", ["a", "b"]))  # not recorded: not compared
+  assert labels.from_trained(out, None, None, None, True).labels == ["a", "b"]
 
 
 def test_training_labels_order_and_refusals():

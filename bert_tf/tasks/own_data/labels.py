@@ -24,21 +24,23 @@ LABELS_FILE = "classifier_labels.json"
 @dataclasses.dataclass(frozen=True)
 class Schema:
   """What a model trained on the user's file predicts: the problem type, the label names in the
-  order of its output rows (None for regression) and the class weights of its loss."""
+  order of its output rows (None for regression), the class weights of its loss and whether it
+  reads text pairs (--text_b_column; None: not recorded)."""
   problem_type: str
   labels: Optional[list]
   class_weights: Optional[list] = None
+  text_pair: Optional[bool] = None
 
   def record(self):
     return {"problem_type": self.problem_type, "labels": self.labels,
-            "class_weights": self.class_weights}
+            "class_weights": self.class_weights, "text_pair": self.text_pair}
 
   @property
   def num_labels(self):
     return len(self.labels) if self.labels else 1
 
 
-def from_training(path, rows, problem_type, given, delimiter, weights_spec):
+def from_training(path, rows, problem_type, given, delimiter, weights_spec, text_pair=None):
   """The schema of a run training on `rows` of `path`: the type (--problem_type, else read from
   the labels), --labels (`given`) or the names sorted, and the weights; the log says each."""
   if problem_type:
@@ -55,6 +57,10 @@ def from_training(path, rows, problem_type, given, delimiter, weights_spec):
   if problem_type != "regression":
     if given:
       data.unknown_labels(path, rows, problem_type, given, given=True)
+    variants = data.check_name_clashes(path, rows, problem_type)
+    if variants:
+      logging.warning("%s has labels that differ only in case: %s; they are separate labels. "
+                      "If they are one, write them alike.", path, variants)
     labels = data.label_order(data.names_in(rows, problem_type), given)
     if len(labels) < (1 if problem_type == "multi_label" else 2):
       raise UserInputError("%s has the labels %s: a %s run needs at least %s; add rows of "
@@ -66,7 +72,7 @@ def from_training(path, rows, problem_type, given, delimiter, weights_spec):
   if class_weights:
     logging.info("Class weights (--class_weights=%s): %s", weights_spec, ", ".join(
         "%s=%.4g" % (name, w) for name, w in zip(labels, class_weights)))
-  return Schema(problem_type, labels, class_weights)
+  return Schema(problem_type, labels, class_weights, text_pair)
 
 
 def recorded(output_dir, init_checkpoint):
@@ -99,12 +105,13 @@ def _schema(record):
     raise ValueError("unknown problem_type %r" % record["problem_type"])
   labels = record.get("labels")
   return Schema(record["problem_type"], None if labels is None else [str(x) for x in labels],
-                record.get("class_weights"))
+                record.get("class_weights"), record.get("text_pair"))
 
 
-def from_trained(output_dir, init_checkpoint, problem_type, given):
-  """The schema of a run that does not train: the trained model's (--labels and
-  --problem_type, when given, must agree with it), else --labels with --problem_type."""
+def from_trained(output_dir, init_checkpoint, problem_type, given, text_pair=None):
+  """The schema of a run that does not train: the trained model's (--labels, --problem_type
+  and, when recorded, whether it reads pairs (`text_pair`: --text_b_column) must agree with
+  it), else --labels with --problem_type."""
   schema, where = recorded(output_dir, init_checkpoint)
   if schema is None:
     if problem_type == "regression":
@@ -121,6 +128,13 @@ def from_trained(output_dir, init_checkpoint, problem_type, given):
     raise UserInputError("--labels=%s are not the labels the model was trained on (%s, recorded "
                          "in %s): pass those, or train a model on yours." % (
                              ",".join(given), ",".join(schema.labels or []), where))
+  if text_pair is not None and schema.text_pair is not None and text_pair != schema.text_pair:
+    raise UserInputError(
+        "The model was trained on %s (recorded in %s), and this run reads %s: %s." % (
+            *(("text pairs", where, "one text a row") if schema.text_pair else
+              ("one text a row", where, "pairs")),
+            "pass --text_b_column=<the column of the second text>" if schema.text_pair else
+            "drop --text_b_column"))
   logging.info("Problem type %s and labels %s of the model (recorded in %s).",
                schema.problem_type, ",".join(schema.labels or []) or "(none)", where)
   return schema
@@ -142,4 +156,6 @@ def check_known(path, rows, schema, given):
   listed = data.unknown_labels(path, rows, schema.problem_type, schema.labels, bool(given))
   if listed:
     logging.warning("%s names labels never seen in training: %s; the model cannot predict them, "
-                    "so those rows count as wrong.", path, listed)
+                    "so %s.", path, listed,
+                    "each is a missed label (a false negative; its row is no exact match)"
+                    if schema.problem_type == "multi_label" else "those rows count as wrong")

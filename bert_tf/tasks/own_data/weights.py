@@ -7,6 +7,8 @@ positive rows (PyTorch's suggestion for BCEWithLogitsLoss pos_weight). A label w
 row gets 1.0.
 """
 
+import math
+
 from bert_tf.errors import UserInputError
 
 
@@ -25,9 +27,10 @@ def class_weights(spec, problem_type, labels, rows):
     weights = [float(w) for w in spec.split(",")]
   except ValueError:
     weights = []
-  if len(weights) != len(labels) or any(not w > 0 for w in weights):
-    raise UserInputError("--class_weights=%s must be none, balanced, or %d positive numbers, one "
-                         "per label in the order %s." % (spec, len(labels), ",".join(labels)))
+  if len(weights) != len(labels) or any(not 0 < w < math.inf for w in weights):
+    raise UserInputError("--class_weights=%s must be none, balanced, or %d positive finite "
+                         "numbers, one per label in the order %s." %
+                         (spec, len(labels), ",".join(labels)))
   return weights
 
 
