@@ -196,6 +196,13 @@ def check_export_dir(export_dir, overwrite=False,
     raise UserInputError("Folder %s (for the export) does not exist." % parent)
 
 
+def _target(export_dir):
+  """The folder `export_dir` names, a symlink resolved (a local path): the export is moved
+  and written there, and the link is left as it is, pointing at the new export (moved aside
+  itself, the link would be lost, and deleting it as a folder fails)."""
+  return export_dir if "://" in export_dir else os.path.realpath(export_dir)
+
+
 @contextlib.contextmanager
 def replacing(export_dir):
   """Moves an existing export at `export_dir` aside while a new one is written there: it is
@@ -203,8 +210,8 @@ def replacing(export_dir):
   so nothing is lost. Whatever the failed write left at `export_dir` (a whole new export, if
   the interrupt came after its rename) is removed first: the folder holds the old export or
   the new one whole, never both. Hold `locked(export_dir)` around it, so no other process
-  writes there meanwhile."""
-  export_dir = os.fspath(export_dir).rstrip("/") or "/"
+  writes there meanwhile. A symlink is left in place: its target is what is replaced."""
+  export_dir = _target(os.fspath(export_dir).rstrip("/") or "/")
   aside = None
   if _is_nonempty_dir(export_dir):
     aside = "%s.replaced-%d-%s" % (export_dir, os.getpid(), uuid.uuid4().hex[:8])
@@ -292,9 +299,11 @@ def save_serving_module(export_dir, module, signatures, metadata, overwrite=Fals
   The SavedModel is written to a temporary folder beside export_dir and renamed,
   so readers (a model server watching the folder) never see half an export (on
   local disks; object stores such as GCS have no atomic folder rename).
-  Returns export_dir.
+  Returns export_dir. A symlink export_dir is left in place, the export written where it
+  points.
   """
-  export_dir = os.fspath(export_dir).rstrip("/") or "/"
+  link = os.fspath(export_dir).rstrip("/") or "/"
+  export_dir = _target(link)
   check_export_dir(export_dir, overwrite)
   concrete = {}
   for name, fn in signatures.items():
@@ -343,7 +352,7 @@ def save_serving_module(export_dir, module, signatures, metadata, overwrite=Fals
     for leftover in (tmp, old):
       if tf.io.gfile.exists(leftover):
         tf.io.gfile.rmtree(leftover)
-  return export_dir
+  return link
 
 
 def read_metadata(export_dir):

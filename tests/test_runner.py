@@ -394,6 +394,24 @@ def test_an_export_replaced_is_restored_when_the_new_one_fails(tmp_path):
   assert sorted(p.name for p in tmp_path.iterdir()) == ["exp"]  # the old one is gone
 
 
+def test_an_export_replaced_through_a_symlink_keeps_the_link(tmp_path):
+  from bert_tf import export
+  real, link = tmp_path / "real", tmp_path / "link"
+  real.mkdir()
+  (real / "saved_model.pb").write_text("old")
+  link.symlink_to(real)
+  with pytest.raises(RuntimeError):
+    with export.replacing(str(link)):
+      assert link.is_symlink() and not real.exists()  # the target moved aside, not the link
+      raise RuntimeError("the export failed")
+  assert link.is_symlink() and (link / "saved_model.pb").read_text() == "old"
+  with export.replacing(str(link)):
+    real.mkdir()  # where save_serving_module writes through the link
+    (real / "saved_model.pb").write_text("new")
+  assert link.is_symlink() and (link / "saved_model.pb").read_text() == "new"
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
+
+
 def _fake_export(folder, weights):
   """An export folder shaped like a SavedModel: a graph, variables and metadata."""
   os.makedirs(os.path.join(folder, "variables"))
