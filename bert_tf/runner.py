@@ -295,10 +295,25 @@ def _init_source(run, hooks):
   return head_labels.in_label_order(options.init_checkpoint, kind, labels, options.do_train, flag)
 
 
+def check_weights_exist(options):
+  """A run that does not train evaluates or predicts with trained weights: with no training
+  state in --output_dir and no --init_checkpoint it would answer with a random model."""
+  if options.do_train or options.init_checkpoint or run_folder.has_training_state(
+      options.output_dir):
+    return
+  raise UserInputError(
+      "Nothing to %s with: --output_dir=%s holds no training state and no --init_checkpoint "
+      "is given (the model would be random). Pass --do_train, the --output_dir of a trained "
+      "run, or --init_checkpoint=<its model.ckpt-N>." % (
+          "evaluate" if options.do_eval else "predict" if options.do_predict else "export",
+          options.output_dir))
+
+
 def prepare(options, hooks):
   """Everything checked that can be before any work; returns the Run (no trainer yet)."""
   options.check()
   hooks.check(options)
+  check_weights_exist(options)
   if hooks.uses_tokenizer:
     checks.check_case(options.do_lower_case, options.init_checkpoint)
   config = hooks.model_config(options, BertConfig.from_json_file(options.bert_config_file))

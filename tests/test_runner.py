@@ -377,6 +377,18 @@ def test_inference_precision_flag_gives_the_export_its_model():
   assert float32.serving_model() is model
 
 
+def test_a_run_that_does_not_train_needs_weights_to_read(tmp_path):
+  out = str(tmp_path / "out")
+  with pytest.raises(UserInputError) as error:
+    runner.check_weights_exist(runner.RunOptions(do_predict=True, output_dir=out))
+  assert str(error.value) == (
+      "Nothing to predict with: --output_dir=%s holds no training state and no "
+      "--init_checkpoint is given (the model would be random). Pass --do_train, the "
+      "--output_dir of a trained run, or --init_checkpoint=<its model.ckpt-N>." % out)
+  for fine in (dict(do_train=True), dict(do_eval=True, init_checkpoint="ckpt")):
+    runner.check_weights_exist(runner.RunOptions(output_dir=out, **fine))
+
+
 def test_an_export_replaced_is_restored_when_the_new_one_fails(tmp_path):
   from bert_tf import export
   folder = tmp_path / "exp"
