@@ -143,11 +143,20 @@ def _labeled(values):
     ([2.5, 1], "regression", "has a fraction"),
     (["a|b", "c", ""], "multi_label", "line 2's label 'a|b' holds --label_delimiter=|"),
     ([["a"], []], "multi_label", "JSON lists (line 2)"),
-    ([float("nan"), 1.5], "single_label", "the labels are names"),
 ])
 def test_the_problem_type_is_read_from_the_labels_and_says_why(values, expected, why):
   problem_type, reason = data.infer_problem_type("f", _labeled(values), "|")
   assert problem_type == expected and why in reason
+
+
+def test_scores_with_a_gap_are_not_read_as_a_label_per_score():
+  assert _error(data.infer_problem_type, "f.csv", _labeled(["0.5", "4", "NA"]), "|") == (
+      "f.csv line 4: the label \"NA\" is not a number, but line 2's (0.5) has a fraction, as a "
+      "regression's scores do; fix line 4 or remove it, or pass --problem_type=single_label if "
+      "the labels are names.")
+  assert "line 2: the label NaN is not a number, but line 3's (1.5)" in _error(
+      data.infer_problem_type, "f.jsonl", _labeled([float("nan"), 1.5]), "|")
+  assert data.infer_problem_type("f", _labeled(["4", "NA"]), "|")[0] == "single_label"
 
 
 def test_mixed_label_types_name_both_lines():

@@ -263,8 +263,15 @@ def infer_problem_type(path, rows, delimiter):
     return "multi_label", "line %d's label %r holds --label_delimiter=%s" % (
         split.line, split.label, delimiter)
   numbers = [(r, _number(r.label)) for r in labeled]
-  if labeled and all(n is not None for _, n in numbers):
-    fraction = next((r for r, n in numbers if n != int(n)), None)
+  fraction = next((r for r, n in numbers if n is not None and n != int(n)), None)
+  other = next((r for r, n in numbers if n is None), None)
+  if fraction and other:  # scores with a gap ("NA", NaN) would train as a class per score
+    raise UserInputError("%s line %d: the label %s is not a number, but line %d's (%s) has a "
+                         "fraction, as a regression's scores do; fix line %d or remove it, or "
+                         "pass --problem_type=single_label if the labels are names." % (
+                             path, other.line, json.dumps(other.label), fraction.line,
+                             fraction.label, other.line))
+  if labeled and not other:
     if fraction:
       return "regression", "every label is a number and line %d's (%s) has a fraction" % (
           fraction.line, fraction.label)
