@@ -467,6 +467,29 @@ def test_a_run_that_does_not_train_reads_the_recorded_labels(tmp_path):
       labels.from_trained, str(tmp_path / "none"), None, None, ["a"])
 
 
+def _state(folder, settings):
+  """A training state in `folder` as has_training_state finds it, with `settings`."""
+  state = folder / "training_state"
+  state.mkdir(parents=True)
+  (state / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
+  (state / "ckpt-1.index").write_bytes(b"")
+  (state / "settings.json").write_text(json.dumps(settings))
+
+
+def test_the_training_state_in_output_dir_tells_the_labels_or_that_it_is_glue(tmp_path):
+  from bert_tf.tasks.own_data import labels
+  own, glue_run = tmp_path / "own", tmp_path / "glue"
+  # classifier_labels.json lost: the state's settings still give the order, not --labels'.
+  _state(own, {"problem_type": "single_label", "labels": ["good", "bad"]})
+  assert labels.from_trained(str(own), None, None, ["bad", "good"]).labels == ["good", "bad"]
+  _state(glue_run, {"task_name": "mrpc", "labels": ["0", "1"]})
+  assert _error(labels.from_trained, str(glue_run), None, "single_label", ["1", "0"]) == (
+      "--output_dir=%s holds the training state of a --task_name=mrpc run (%s), not of one on "
+      "your own file: predict from it into another --output_dir, with "
+      "--init_checkpoint=<its model.ckpt-N>." % (
+          glue_run, glue_run / "training_state" / "settings.json"))
+
+
 def test_a_pair_model_is_not_read_with_one_text_nor_the_other_way(tmp_path):
   from bert_tf.tasks.own_data import labels
   out = str(tmp_path)

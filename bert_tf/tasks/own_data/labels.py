@@ -76,8 +76,9 @@ def from_training(path, rows, problem_type, given, delimiter, weights_spec, text
 
 
 def recorded(output_dir, init_checkpoint):
-  """(Schema, where) of the model trained in `output_dir`, else of the run that wrote
-  `init_checkpoint`; (None, None) when neither records one."""
+  """(Schema, where) of the model trained in `output_dir` (its LABELS_FILE, else its training
+  state's settings), else of the run that wrote `init_checkpoint`; (None, None) when neither
+  records one."""
   path = os.path.join(output_dir, LABELS_FILE)
   if tf.io.gfile.exists(path):
     try:
@@ -87,6 +88,16 @@ def recorded(output_dir, init_checkpoint):
     except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
       raise UserInputError("Labels file %s is damaged (%s): train again, or delete it and "
                            "pass --init_checkpoint of the trained model." % (path, e)) from None
+  if run_folder.has_training_state(output_dir):  # the weights this run reads
+    record = run_folder.recorded_settings(output_dir)
+    where = run_folder.settings_path(output_dir)
+    if record.get("problem_type") in data.PROBLEM_TYPES:
+      return _schema(record), where
+    if record.get("task_name"):
+      raise UserInputError(
+          "--output_dir=%s holds the training state of a --task_name=%s run (%s), not of one on "
+          "your own file: predict from it into another --output_dir, with --init_checkpoint="
+          "<its model.ckpt-N>." % (output_dir, record["task_name"], where))
   if init_checkpoint:
     record = run_folder.recorded_settings(init_checkpoint)
     where = run_folder.settings_path(run_folder.checkpoint_folder(init_checkpoint))
