@@ -202,9 +202,11 @@ def test_one_number_written_two_ways_is_refused_and_case_variants_are_named():
       labels.from_training, "f.jsonl", _labeled([1, 0, 1.0]), None, None, "|", "none")
   assert "'1' (line 2) and '01' (line 3)" in _error(
       labels.from_training, "f", _labeled(["1", "01|0"]), None, None, "|", "none")
-  rows = data.with_labels("f", _labeled(["Pos", "neg", "pos", "NEG"]), "single_label", "|")
+  rows = data.with_labels("f", _labeled(["Pos", "neg", "pos", "NEG", "very  good",
+                                         "very good "]), "single_label", "|")
   assert data.check_name_clashes("f", rows, "single_label") == (
-      "'Pos' (line 2) and 'pos' (line 4), 'neg' (line 3) and 'NEG' (line 5)")
+      "'Pos' (line 2) and 'pos' (line 4), 'neg' (line 3) and 'NEG' (line 5), "
+      "'very  good' (line 6) and 'very good' (line 7)")
   assert data.check_name_clashes("f", rows[:2], "single_label") is None
 
 

@@ -344,8 +344,9 @@ def first_lines(rows, problem_type):
 
 def check_name_clashes(path, rows, problem_type):
   """Two names that are one number written two ways ("1" and "1.0" or "01") would train as two
-  labels: refused. Returns the names that differ only in case ("Pos" and "pos": maybe meant,
-  maybe a typo; the caller warns), as "'Pos' (line 2) and 'pos' (line 5), ...", or None."""
+  labels: refused. Returns the names that differ only in case or inner spaces ("Pos" and "pos":
+  maybe meant, maybe a typo; the caller warns), as "'Pos' (line 2) and 'pos' (line 5), ...",
+  or None."""
   if problem_type == "regression":
     return None
   lines = first_lines(rows, problem_type)
@@ -358,7 +359,7 @@ def check_name_clashes(path, rows, problem_type):
           "%s: the labels %r (line %d) and %r (line %d) are one number written two ways, and "
           "would be two labels; write every row's label the same way (or pass "
           "--problem_type=regression for scores)." % (path, first, lines[first], name, line))
-    by_case.setdefault(name.casefold(), []).append(name)
+    by_case.setdefault(" ".join(name.split()).casefold(), []).append(name)
   variants = [names for names in by_case.values() if len(names) > 1]
   if not variants:
     return None

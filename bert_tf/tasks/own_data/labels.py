@@ -59,8 +59,8 @@ def from_training(path, rows, problem_type, given, delimiter, weights_spec, text
       data.unknown_labels(path, rows, problem_type, given, given=True)
     variants = data.check_name_clashes(path, rows, problem_type)
     if variants:
-      logging.warning("%s has labels that differ only in case: %s; they are separate labels. "
-                      "If they are one, write them alike.", path, variants)
+      logging.warning("%s has labels that differ only in case or spaces: %s; they are separate "
+                      "labels. If they are one, write them alike.", path, variants)
     labels = data.label_order(data.names_in(rows, problem_type), given)
     if len(labels) < (1 if problem_type == "multi_label" else 2):
       raise UserInputError("%s has the labels %s: a %s run needs at least %s; add rows of "
