@@ -457,7 +457,9 @@ def test_a_run_that_does_not_train_reads_the_recorded_labels(tmp_path):
   (glue_run / "training_state" / "settings.json").write_text(json.dumps(
       {"task_name": "mrpc", "labels": ["0", "1"]}))
   schema = labels.from_trained(str(out), str(glue_run / "model.ckpt-3"), None, None)
-  assert schema == labels.Schema("single_label", ["0", "1"])
+  assert schema == labels.Schema("single_label", ["0", "1"], text_pair=True)  # MRPC: pairs
+  assert "The model was trained on text pairs" in _error(
+      labels.from_trained, str(out), str(glue_run / "model.ckpt-3"), None, None, False)
   labels.write(str(out), labels.Schema("multi_label", ["b", "a"], [2.0, 1.0]))
   assert labels.from_trained(str(out), None, None, ["a", "b"]) == labels.Schema(
       "multi_label", ["b", "a"], [2.0, 1.0])

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from bert_tf import run_folder
 from bert_tf.errors import UserInputError
+from bert_tf.tasks.glue import data as glue_data
 from bert_tf.tasks.own_data import data, weights
 
 LABELS_FILE = "classifier_labels.json"
@@ -104,11 +105,19 @@ def recorded(output_dir, init_checkpoint):
     if record.get("problem_type") in data.PROBLEM_TYPES:
       return _schema(record), where
     if record.get("task_name"):  # a GLUE run's: STS-B is a regression, the others name labels
+      pair = _glue_pair(record["task_name"])
       if record.get("labels") is None:
-        return Schema("regression", None), where
+        return Schema("regression", None, text_pair=pair), where
       if isinstance(record["labels"], list):
-        return Schema("single_label", [str(x) for x in record["labels"]]), where
+        return Schema("single_label", [str(x) for x in record["labels"]],
+                      text_pair=pair), where
   return None, None
+
+
+def _glue_pair(task_name):
+  """Whether the GLUE task `task_name` reads pairs (None: not a task known here)."""
+  processor = glue_data.PROCESSORS.get(str(task_name).lower())
+  return None if processor is None else bool(processor.is_pair)
 
 
 def _schema(record):
