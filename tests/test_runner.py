@@ -377,6 +377,18 @@ def test_inference_precision_flag_gives_the_export_its_model():
   assert float32.serving_model() is model
 
 
+def test_an_export_dir_that_is_or_holds_the_output_dir_is_refused(tmp_path):
+  out = str(tmp_path / "run")
+  for export_dir, word in ((out, "is"), (out + "/", "is"), (str(tmp_path), "holds")):
+    with pytest.raises(UserInputError) as error:
+      runner.check_export_apart(export_dir, out)
+    assert str(error.value) == (
+        "--export_dir=%s %s --output_dir=%s: replacing the export would delete the run's "
+        "checkpoints; pass another --export_dir, e.g. %s/export." % (export_dir, word, out, out))
+  runner.check_export_apart(out + "/export", out)
+  runner.check_export_apart(out + "_export", out)  # a sibling sharing the prefix
+
+
 def test_a_run_that_does_not_train_needs_weights_to_read(tmp_path):
   out = str(tmp_path / "out")
   with pytest.raises(UserInputError) as error:
