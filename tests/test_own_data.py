@@ -494,6 +494,27 @@ def test_the_training_state_in_output_dir_tells_the_labels_or_that_it_is_glue(tm
           glue_run, glue_run / "training_state" / "settings.json"))
 
 
+def test_a_hugging_face_classifier_tells_its_problem_type_and_labels(tmp_path):
+  from bert_tf.tasks.own_data import labels
+  hf, out = tmp_path / "hf", str(tmp_path / "out")
+  hf.mkdir()
+
+  def config(**fields):
+    (hf / "config.json").write_text(json.dumps(fields))
+
+  config(problem_type="single_label_classification", id2label={"0": "bad", "1": "good"})
+  assert labels.from_trained(out, str(hf), None, ["good", "bad"]) == labels.Schema(
+      "single_label", ["bad", "good"])
+  assert "--problem_type=multi_label, but the model was trained as single_label (recorded in " \
+      "%s)" % (hf / "config.json") in _error(labels.from_trained, out, str(hf), "multi_label",
+                                              None)
+  config(problem_type="regression", id2label={"0": "LABEL_0"})
+  assert labels.from_trained(out, str(hf), None, None) == labels.Schema("regression", None)
+  config(id2label={"0": "LABEL_0", "1": "LABEL_1"})  # nothing said: the flags are needed
+  assert labels.from_trained(out, str(hf), "multi_label", ["a", "b"]) == labels.Schema(
+      "multi_label", ["a", "b"])
+
+
 def test_a_pair_model_is_not_read_with_one_text_nor_the_other_way(tmp_path):
   from bert_tf.tasks.own_data import labels
   out = str(tmp_path)

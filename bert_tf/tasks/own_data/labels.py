@@ -9,12 +9,13 @@ resume) and in LABELS_FILE beside its checkpoints.
 import dataclasses
 import json
 import os
+import re
 from typing import Optional
 
 from absl import logging
 import tensorflow as tf
 
-from bert_tf import run_folder
+from bert_tf import hf_checkpoints, run_folder
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.glue import data as glue_data
 from bert_tf.tasks.own_data import data, weights
@@ -99,6 +100,8 @@ def recorded(output_dir, init_checkpoint):
           "--output_dir=%s holds the training state of a --task_name=%s run (%s), not of one on "
           "your own file: predict from it into another --output_dir, with --init_checkpoint="
           "<its model.ckpt-N>." % (output_dir, record["task_name"], where))
+  if init_checkpoint and hf_checkpoints.is_hf_folder(init_checkpoint):
+    return _hf_schema(init_checkpoint)
   if init_checkpoint:
     record = run_folder.recorded_settings(init_checkpoint)
     where = run_folder.settings_path(run_folder.checkpoint_folder(init_checkpoint))
@@ -112,6 +115,30 @@ def recorded(output_dir, init_checkpoint):
         return Schema("single_label", [str(x) for x in record["labels"]],
                       text_pair=pair), where
   return None, None
+
+
+_HF_PROBLEM_TYPES = {hf_checkpoints.REGRESSION: "regression",
+                     hf_checkpoints.SINGLE_LABEL: "single_label",
+                     hf_checkpoints.MULTI_LABEL: "multi_label"}
+
+
+def _hf_schema(folder):
+  """(Schema, where) of a Hugging Face classifier folder whose config.json states its
+  problem_type and (unless a regression) names its labels in id2label; else (None, None)."""
+  path = os.path.join(folder, hf_checkpoints.CONFIG_NAME)
+  try:
+    with open(path, encoding="utf-8") as f:
+      config = json.load(f)
+    problem_type = _HF_PROBLEM_TYPES.get(config.get("problem_type"))
+    id2label = config.get("id2label") or {}
+    labels = [str(id2label[str(i)]) for i in range(len(id2label))]
+  except (OSError, ValueError, KeyError, AttributeError, TypeError):
+    return None, None
+  if problem_type == "regression":
+    return Schema("regression", None), path
+  if problem_type is None or not labels or all(re.match(r"LABEL_\d+$", n) for n in labels):
+    return None, None  # transformers' placeholder names say nothing of the labels
+  return Schema(problem_type, labels), path
 
 
 def _glue_pair(task_name):
