@@ -229,6 +229,9 @@ def test_balanced_class_weights_hand_worked():
   multi = data.with_labels("f", _labeled(["a|b", "a", "", "b"]), "multi_label", "|")
   # negatives / positives: a 2/2, b 2/2; c never positive.
   assert weights.class_weights("balanced", "multi_label", ["a", "b", "c"], multi) == [1, 1, 1]
+  everywhere = data.with_labels("f", _labeled(["a|b", "a", "a"]), "multi_label", "|")
+  # a on every row: no negatives, 1.0 (not 0, which would zero its loss); b 2/1.
+  assert weights.class_weights("balanced", "multi_label", ["a", "b"], everywhere) == [1.0, 2.0]
   assert weights.class_weights("1,2.5", "single_label", ["a", "b"], single) == [1.0, 2.5]
   assert weights.class_weights("none", "single_label", ["a", "b"], single) is None
   for spec in ("1,0", "inf,1", "1e400,1", "nan,1"):
