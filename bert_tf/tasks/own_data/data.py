@@ -313,8 +313,8 @@ def label_value(path, row, problem_type, delimiter):
     number = _number(value)
     if number is None:
       raise UserInputError("%s line %d: the label %s is not a number, and regression needs one "
-                           "in every row; fix it, or pass --problem_type=single_label." %
-                           (path, row.line, json.dumps(value)))
+                           "in every row; fix it (or, when training on names, pass "
+                           "--problem_type=single_label)." % (path, row.line, json.dumps(value)))
     return number
   return _name_of(value)
 
