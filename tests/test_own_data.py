@@ -417,6 +417,16 @@ def test_each_problem_type_trains_predicts_names_and_exports_the_same_answers(
   answer = _answer(tmp_path / "multi_x", ["the team won"])
   assert [x.decode() for x in answer["labels"][0] if x] == [
       n for n, v in lines[0]["probabilities"].items() if v > 0.9]
+  # Predicting again without --threshold applies the training run's 0.9, as the export does
+  # (not the default 0.5, which names labels here).
+  assert any(p["labels"] for p in lines)
+  again = run("--predict_file=" + multi, "--vocab_file=" + VOCAB_UNCASED,
+              "--bert_config_file=" + TINY_CONFIG, "--max_seq_length=16", "--do_predict",
+              "--output_dir=%s" % (tmp_path / "multi"))
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "trained with --threshold=0.9" in again.stderr
+  assert [p["labels"] for p in _predictions(tmp_path / "multi" / "predictions.jsonl")] == [
+      [n for n, v in p["probabilities"].items() if v > 0.9] for p in lines]
 
   # Converted to Hugging Face, the head keeps its names and reads through sigmoids.
   from bert_tf import conversion
@@ -463,9 +473,9 @@ def test_a_run_that_does_not_train_reads_the_recorded_labels(tmp_path):
   assert schema == labels.Schema("single_label", ["0", "1"], text_pair=True)  # MRPC: pairs
   assert "The model was trained on text pairs" in _error(
       labels.from_trained, str(out), str(glue_run / "model.ckpt-3"), None, None, False)
-  labels.write(str(out), labels.Schema("multi_label", ["b", "a"], [2.0, 1.0]))
+  labels.write(str(out), labels.Schema("multi_label", ["b", "a"], [2.0, 1.0]), threshold=0.75)
   assert labels.from_trained(str(out), None, None, ["a", "b"]) == labels.Schema(
-      "multi_label", ["b", "a"], [2.0, 1.0])
+      "multi_label", ["b", "a"], [2.0, 1.0], threshold=0.75)
   assert "--problem_type=regression, but the model was trained as multi_label" in _error(
       labels.from_trained, str(out), None, "regression", None)
   assert "--labels=a,c are not the labels the model was trained on (b,a" in _error(

@@ -21,17 +21,20 @@ from bert_tf.tasks.glue import data as glue_data
 from bert_tf.tasks.own_data import data, weights
 
 LABELS_FILE = "classifier_labels.json"
+DEFAULT_THRESHOLD = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
 class Schema:
   """What a model trained on the user's file predicts: the problem type, the label names in the
   order of its output rows (None for regression), the class weights of its loss and whether it
-  reads text pairs (--text_b_column; None: not recorded)."""
+  reads text pairs (--text_b_column; None: not recorded). `threshold`: the multi-label
+  --threshold it was trained with (LABELS_FILE only: not a setting of the weights)."""
   problem_type: str
   labels: Optional[list]
   class_weights: Optional[list] = None
   text_pair: Optional[bool] = None
+  threshold: Optional[float] = None
 
   def record(self):
     return {"problem_type": self.problem_type, "labels": self.labels,
@@ -150,9 +153,11 @@ def _glue_pair(task_name):
 def _schema(record):
   if record["problem_type"] not in data.PROBLEM_TYPES:
     raise ValueError("unknown problem_type %r" % record["problem_type"])
-  labels = record.get("labels")
+  labels, threshold = record.get("labels"), record.get("threshold")
+  if threshold is not None and not (isinstance(threshold, (int, float)) and 0 < threshold < 1):
+    raise ValueError("threshold %r is not between 0 and 1" % (threshold,))
   return Schema(record["problem_type"], None if labels is None else [str(x) for x in labels],
-                record.get("class_weights"), record.get("text_pair"))
+                record.get("class_weights"), record.get("text_pair"), threshold)
 
 
 def from_trained(output_dir, init_checkpoint, problem_type, given, text_pair=None):
@@ -182,16 +187,20 @@ def from_trained(output_dir, init_checkpoint, problem_type, given, text_pair=Non
               ("one text a row", where, "pairs")),
             "pass --text_b_column=<the column of the second text>" if schema.text_pair else
             "drop --text_b_column"))
-  logging.info("Problem type %s and labels %s of the model (recorded in %s).",
-               schema.problem_type, ",".join(schema.labels or []) or "(none)", where)
+  logging.info("Problem type %s and labels %s of the model (recorded in %s)%s.",
+               schema.problem_type, ",".join(schema.labels or []) or "(none)", where,
+               "" if schema.threshold is None or schema.problem_type != "multi_label" else
+               "; trained with --threshold=%s, used unless --threshold is given" %
+               schema.threshold)
   return schema
 
 
-def write(output_dir, schema):
-  """Writes the schema beside the checkpoints of the run in `output_dir`."""
+def write(output_dir, schema, threshold=None):
+  """Writes the schema (and the run's --threshold) beside the checkpoints in `output_dir`."""
   path = os.path.join(output_dir, LABELS_FILE)
+  record = dict(schema.record(), **({} if threshold is None else {"threshold": threshold}))
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-    f.write(json.dumps(schema.record(), indent=2) + "\n")
+    f.write(json.dumps(record, indent=2) + "\n")
   tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
