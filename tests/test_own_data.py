@@ -183,6 +183,8 @@ def test_label_values_of_each_problem_type():
     ("high", "regression", "f line 2: the label \"high\" is not a number"),
     (["a"], "single_label", "pass --problem_type=multi_label"),
     ({"a": 1}, "single_label", "the label {\"a\": 1} is a JSON object; write a name"),
+    ("a\nb", "single_label", "f line 2: the label \"a\\nb\" holds a line break"),
+    (["x", "a\r\nb"], "multi_label", "f line 2: the label \"a\\r\\nb\" holds a line break"),
     (float("nan"), "regression", "the label NaN is not a number"),
 ])
 def test_bad_label_values(value, problem_type, expected):
@@ -203,10 +205,12 @@ def test_one_number_written_two_ways_is_refused_and_case_variants_are_named():
   assert "'1' (line 2) and '01' (line 3)" in _error(
       labels.from_training, "f", _labeled(["1", "01|0"]), None, None, "|", "none")
   rows = data.with_labels("f", _labeled(["Pos", "neg", "pos", "NEG", "very  good",
-                                         "very good "]), "single_label", "|")
+                                         "very good ", "caf\u00e9", "cafe\u0301"]),
+                          "single_label", "|")
   assert data.check_name_clashes("f", rows, "single_label") == (
       "'Pos' (line 2) and 'pos' (line 4), 'neg' (line 3) and 'NEG' (line 5), "
-      "'very  good' (line 6) and 'very good' (line 7)")
+      "'very  good' (line 6) and 'very good' (line 7), 'caf\u00e9' (line 8) and "
+      "'cafe\u0301' (line 9)")
   assert data.check_name_clashes("f", rows[:2], "single_label") is None
 
 

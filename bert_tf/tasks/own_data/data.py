@@ -12,6 +12,7 @@ import io
 import json
 import math
 import os
+import unicodedata
 from typing import Any, Optional
 
 from bert_tf import user_files
@@ -280,8 +281,13 @@ def infer_problem_type(path, rows, delimiter):
   return "single_label", "the labels are names"
 
 
-def _name_of(value):
-  return value.strip() if isinstance(value, str) else json.dumps(value)
+def _name_of(path, row, value):
+  """A label's name; one with a line break would split its eval_results.txt lines."""
+  name = value.strip() if isinstance(value, str) else json.dumps(value)
+  if "\n" in name or "\r" in name:
+    raise UserInputError("%s line %d: the label %s holds a line break; a label name is one "
+                         "line." % (path, row.line, json.dumps(name)))
+  return name
 
 
 def label_value(path, row, problem_type, delimiter):
@@ -295,7 +301,7 @@ def label_value(path, row, problem_type, delimiter):
     if any(isinstance(item, (list, dict)) or item is None for item in items):
       raise UserInputError("%s line %d: the label list %s holds more than names; list label "
                            "names, e.g. [\"a\", \"b\"]." % (path, row.line, json.dumps(value)))
-    names = [_name_of(item) for item in items]
+    names = [_name_of(path, row, item) for item in items]
     return tuple(dict.fromkeys(n for n in names if n))
   if _is_empty(value):
     raise UserInputError("%s line %d: empty label; fill it in or remove the row (an empty "
@@ -316,7 +322,7 @@ def label_value(path, row, problem_type, delimiter):
                            "in every row; fix it (or, when training on names, pass "
                            "--problem_type=single_label)." % (path, row.line, json.dumps(value)))
     return number
-  return _name_of(value)
+  return _name_of(path, row, value)
 
 
 def with_labels(path, rows, problem_type, delimiter):
@@ -359,7 +365,8 @@ def check_name_clashes(path, rows, problem_type):
           "%s: the labels %r (line %d) and %r (line %d) are one number written two ways, and "
           "would be two labels; write every row's label the same way (or pass "
           "--problem_type=regression for scores)." % (path, first, lines[first], name, line))
-    by_case.setdefault(" ".join(name.split()).casefold(), []).append(name)
+    key = unicodedata.normalize("NFKC", " ".join(name.split())).casefold()
+    by_case.setdefault(key, []).append(name)
   variants = [names for names in by_case.values() if len(names) > 1]
   if not variants:
     return None
