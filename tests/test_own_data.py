@@ -101,7 +101,7 @@ def test_a_quote_left_open_does_not_swallow_the_rows_after_it(tmp_path):
   # Read loosely, the quote on line 2 would end on line 4 and make lines 2-4 one row.
   text = 'text\tlabel\n"great film\tpos\nbad film\tneg\nok "fine" film\tpos\n'
   message = _error(_read, tmp_path, "a.tsv", text)
-  assert message.startswith(str(tmp_path / "a.tsv") + " lines 2-4: ")
+  assert message.startswith(str(tmp_path / "a.tsv") + " lines 2-4: '\\t' expected after '\"'")
   assert "fix the quoting" in message
   assert "line 2: " in _error(_read, tmp_path, "b.csv", 'text,label\n"hi" there,x\n')
 

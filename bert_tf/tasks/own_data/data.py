@@ -142,7 +142,7 @@ def _quoting_error(path, start, end, error, delimiter):
   lines = "line %d" % start if end <= start else "lines %d-%d" % (start, end)
   return UserInputError("%s %s: %s; fix the quoting (a field that starts with \" ends with \" "
                         "right before %s or the line's end; a quote inside it is \"\")." %
-                        (path, lines, error, _name(delimiter)))
+                        (path, lines, str(error).replace("\t", "\\t"), _name(delimiter)))
 
 
 def _name(delimiter):
