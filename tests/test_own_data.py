@@ -480,6 +480,10 @@ def test_a_run_that_does_not_train_reads_the_recorded_labels(tmp_path):
   labels.write(str(out), labels.Schema("multi_label", ["b", "a"], [2.0, 1.0]), threshold=0.75)
   assert labels.from_trained(str(out), None, None, ["a", "b"]) == labels.Schema(
       "multi_label", ["b", "a"], [2.0, 1.0], threshold=0.75)
+  _state(out, labels.Schema("multi_label", ["b", "a"], [2.0, 1.0]).record())
+  # From --init_checkpoint elsewhere: the state's settings, and the threshold beside them.
+  assert labels.from_trained(str(tmp_path / "new"), str(out / "model.ckpt-1"), None, None) == (
+      labels.Schema("multi_label", ["b", "a"], [2.0, 1.0], threshold=0.75))
   assert "--problem_type=regression, but the model was trained as multi_label" in _error(
       labels.from_trained, str(out), None, "regression", None)
   assert "--labels=a,c are not the labels the model was trained on (b,a" in _error(

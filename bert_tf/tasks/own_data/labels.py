@@ -107,9 +107,13 @@ def recorded(output_dir, init_checkpoint):
     return _hf_schema(init_checkpoint)
   if init_checkpoint:
     record = run_folder.recorded_settings(init_checkpoint)
-    where = run_folder.settings_path(run_folder.checkpoint_folder(init_checkpoint))
-    if record.get("problem_type") in data.PROBLEM_TYPES:
-      return _schema(record), where
+    folder = run_folder.checkpoint_folder(init_checkpoint)
+    where = run_folder.settings_path(folder)
+    if record.get("problem_type") in data.PROBLEM_TYPES:  # and its --threshold, when recorded
+      beside, _ = recorded(folder, None) if tf.io.gfile.exists(
+          os.path.join(folder, LABELS_FILE)) else (None, None)
+      threshold = beside.threshold if beside and beside.labels == record.get("labels") else None
+      return dataclasses.replace(_schema(record), threshold=threshold), where
     if record.get("task_name"):  # a GLUE run's: STS-B is a regression, the others name labels
       pair = _glue_pair(record["task_name"])
       if record.get("labels") is None:
