@@ -531,6 +531,9 @@ def test_a_hugging_face_classifier_tells_its_problem_type_and_labels(tmp_path):
                                               None)
   config(problem_type="regression", id2label={"0": "LABEL_0"})
   assert labels.from_trained(out, str(hf), None, None) == labels.Schema("regression", None)
+  assert _error(labels.from_trained, out, str(hf), None, ["a", "b"]) == (
+      "--labels=a,b, but the model is a regression (recorded in %s): it has no labels; drop "
+      "the flag." % (hf / "config.json"))
   config(id2label={"0": "LABEL_0", "1": "LABEL_1"})  # nothing said: the flags are needed
   assert labels.from_trained(out, str(hf), "multi_label", ["a", "b"]) == labels.Schema(
       "multi_label", ["a", "b"])

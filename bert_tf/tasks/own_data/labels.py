@@ -180,7 +180,10 @@ def from_trained(output_dir, init_checkpoint, problem_type, given, text_pair=Non
   if problem_type and problem_type != schema.problem_type:
     raise UserInputError("--problem_type=%s, but the model was trained as %s (recorded in %s): "
                          "drop the flag." % (problem_type, schema.problem_type, where))
-  if given and sorted(given) != sorted(schema.labels or []):
+  if given and schema.labels is None:
+    raise UserInputError("--labels=%s, but the model is a regression (recorded in %s): it has "
+                         "no labels; drop the flag." % (",".join(given), where))
+  if given and sorted(given) != sorted(schema.labels):
     raise UserInputError("--labels=%s are not the labels the model was trained on (%s, recorded "
                          "in %s): pass those, or train a model on yours." % (
                              ",".join(given), ",".join(schema.labels or []), where))
