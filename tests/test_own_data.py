@@ -490,6 +490,8 @@ def test_a_run_that_does_not_train_reads_the_recorded_labels(tmp_path):
       labels.from_trained, str(out), None, None, ["a", "c"])
   assert "train first (--do_train), or pass --labels and --problem_type" in _error(
       labels.from_trained, str(tmp_path / "none"), None, None, ["a"])
+  assert "--problem_type=regression has none: drop one of the flags." in _error(
+      labels.from_trained, str(tmp_path / "none"), None, "regression", ["a", "b"])
 
 
 def _state(folder, settings):

@@ -170,6 +170,10 @@ def from_trained(output_dir, init_checkpoint, problem_type, given, text_pair=Non
   it), else --labels with --problem_type."""
   schema, where = recorded(output_dir, init_checkpoint)
   if schema is None:
+    if problem_type == "regression" and given:
+      raise UserInputError("--labels=%s names the labels of a classifier, and "
+                           "--problem_type=regression has none: drop one of the flags." %
+                           ",".join(given))
     if problem_type == "regression":
       return Schema("regression", None)
     if not (given and problem_type):
