@@ -304,7 +304,8 @@ def save_serving_module(export_dir, module, signatures, metadata, overwrite=Fals
   """
   link = os.fspath(export_dir).rstrip("/") or "/"
   export_dir = _target(link)
-  check_export_dir(export_dir, overwrite)
+  for path in dict.fromkeys((link, export_dir)):  # as given, and where a link points
+    check_export_dir(path, overwrite)
   concrete = {}
   for name, fn in signatures.items():
     setattr(module, name, fn)
@@ -339,7 +340,7 @@ def save_serving_module(export_dir, module, signatures, metadata, overwrite=Fals
       with tf.io.gfile.GFile(os.path.join(tmp, METADATA_DIR, VOCAB_FILE), "w") as f:
         f.write(tokenizer.vocab_text)
     # Checked again: another process may have written export_dir meanwhile.
-    check_export_dir(export_dir, overwrite)
+    check_export_dir(link, overwrite)
     if tf.io.gfile.isdir(export_dir):
       tf.io.gfile.rename(export_dir, old)  # Empty, or overwrite=True; deleted below.
     try:
