@@ -76,9 +76,10 @@ flags.DEFINE_enum("problem_type", None, list(own_data.PROBLEM_TYPES),
                   "column; the log says which and why).")
 flags.DEFINE_string("label_delimiter", "|",
                     "With --train_file...: what separates a multi-label CSV/TSV field's names.")
-flags.DEFINE_float("threshold", 0.5,
+flags.DEFINE_float("threshold", None,
                    "With --train_file... and multi_label: a label is predicted when its "
-                   "probability is over this.")
+                   "probability is over this (default: a run that does not train uses the "
+                   "training run's, else %s)." % own_labels.DEFAULT_THRESHOLD)
 flags.DEFINE_string("class_weights", "none",
                     "With --train_file...: none, balanced (from the training label counts) or "
                     "one weight per label, comma-separated, in label order.")
@@ -329,6 +330,7 @@ class OwnDataHooks(runner.TaskHooks):
     self.flags = f = task_flags
     self.columns = own_data.Columns(f.text_column, f.text_b_column, f.label_column, f.id_column,
                                     f.label_delimiter)
+    own_data_files.check_distinct_columns(self.columns)
     self.given = own_data_files.from_flag(f.labels)
     self.memo = {}
 
@@ -340,7 +342,7 @@ class OwnDataHooks(runner.TaskHooks):
                              (action, self.FILES[split]))
       if path:
         own_data_files.file_format(path, "--" + self.FILES[split])
-    if not 0 < self.flags.threshold < 1:
+    if self.flags.threshold is not None and not 0 < self.flags.threshold < 1:
       raise UserInputError("--threshold=%s must be between 0 and 1." % self.flags.threshold)
     if not self.flags.label_delimiter:
       raise UserInputError("--label_delimiter must not be empty; pass e.g. --label_delimiter='|'.")
@@ -360,13 +362,13 @@ class OwnDataHooks(runner.TaskHooks):
   def schema(self, options):
     """Problem type, labels and class weights: the training file's, or the trained model's."""
     if "schema" not in self.memo:
-      f = self.flags
+      f, pair = self.flags, self.columns.text_b is not None
       self.memo["schema"] = (
           own_labels.from_training(self.path("train"), self.rows("train"), f.problem_type,
-                                   self.given, f.label_delimiter, f.class_weights)
+                                   self.given, f.label_delimiter, f.class_weights, pair)
           if options.do_train else
           own_labels.from_trained(options.output_dir, options.init_checkpoint, f.problem_type,
-                                  self.given))
+                                  self.given, pair))
     return self.memo["schema"]
 
   def read_examples(self, run, split):
@@ -409,9 +411,20 @@ class OwnDataHooks(runner.TaskHooks):
     return {"single_label": "eval_accuracy", "multi_label": "eval_micro_f1",
             "regression": "eval_pearson"}[self.schema(run.options).problem_type]
 
+  def threshold(self, options):
+    """--threshold, else the one the model was trained with (a run that does not train), else
+    the default: predictions.jsonl and the export name the same labels as at training."""
+    if self.flags.threshold is not None:
+      return self.flags.threshold
+    schema = self.schema(options)
+    if not options.do_train and schema.threshold is not None:
+      return schema.threshold
+    return own_labels.DEFAULT_THRESHOLD
+
   def on_start(self, run):
     if run.options.do_train and run.trainer.chief:
-      own_labels.write(run.options.output_dir, self.schema(run.options))
+      own_labels.write(run.options.output_dir, self.schema(run.options),
+                       self.threshold(run.options))
 
   def postprocess_eval(self, run, examples, result, outputs):
     schema, n = self.schema(run.options), len(examples)
@@ -421,7 +434,8 @@ class OwnDataHooks(runner.TaskHooks):
     elif schema.problem_type == "multi_label":
       result.update(own_data.multi_label_metrics(
           outputs["probabilities"][:n], [[name in g for name in schema.labels] for g in gold],
-          schema.labels, self.flags.threshold))
+          schema.labels, self.threshold(run.options),
+          missed=[len(set(g) - set(schema.labels)) for g in gold]))
     else:
       ids = [schema.labels.index(g) if g in schema.labels else -1 for g in gold]
       result.update(own_data.single_label_metrics(
@@ -433,21 +447,21 @@ class OwnDataHooks(runner.TaskHooks):
     values = outputs["predictions" if schema.problem_type == "regression" else "probabilities"]
     path = run.output_path("predictions.jsonl")
     own_data.write_predictions(path, examples, schema.problem_type, schema.labels,
-                               values[:len(examples)], self.flags.threshold,
+                               values[:len(examples)], self.threshold(run.options),
                                self.columns.id is not None)
     logging.info("Wrote %d predictions to %s", len(examples), path)
 
   def export_settings(self, run):
     """The schema, the columns it reads and the threshold the multi-label export applies."""
     return dict(self.schema(run.options).record(), pair=self.columns.text_b is not None,
-                threshold=self.flags.threshold)
+                threshold=self.threshold(run.options))
 
   def export(self, run):
     from bert_tf.tasks.own_data.export import export_own_data
     o = run.options
     export_own_data(o.export_dir, run.serving_model(), o.vocab_file, o.do_lower_case,
                     o.max_seq_length, self.schema(o), self.columns.text_b is not None,
-                    self.flags.threshold, strip_accents=o.strip_accents)
+                    self.threshold(o), strip_accents=o.strip_accents)
 
 
 _GLUE_BEST_METRICS = {"f1": "eval_f1", "matthews_corrcoef": "eval_mcc",

@@ -196,6 +196,13 @@ def check_export_dir(export_dir, overwrite=False,
     raise UserInputError("Folder %s (for the export) does not exist." % parent)
 
 
+def _target(export_dir):
+  """The folder `export_dir` names, a symlink resolved (a local path): the export is moved
+  and written there, and the link is left as it is, pointing at the new export (moved aside
+  itself, the link would be lost, and deleting it as a folder fails)."""
+  return export_dir if "://" in export_dir else os.path.realpath(export_dir)
+
+
 @contextlib.contextmanager
 def replacing(export_dir):
   """Moves an existing export at `export_dir` aside while a new one is written there: it is
@@ -203,8 +210,8 @@ def replacing(export_dir):
   so nothing is lost. Whatever the failed write left at `export_dir` (a whole new export, if
   the interrupt came after its rename) is removed first: the folder holds the old export or
   the new one whole, never both. Hold `locked(export_dir)` around it, so no other process
-  writes there meanwhile."""
-  export_dir = os.fspath(export_dir).rstrip("/") or "/"
+  writes there meanwhile. A symlink is left in place: its target is what is replaced."""
+  export_dir = _target(os.fspath(export_dir).rstrip("/") or "/")
   aside = None
   if _is_nonempty_dir(export_dir):
     aside = "%s.replaced-%d-%s" % (export_dir, os.getpid(), uuid.uuid4().hex[:8])
@@ -292,10 +299,13 @@ def save_serving_module(export_dir, module, signatures, metadata, overwrite=Fals
   The SavedModel is written to a temporary folder beside export_dir and renamed,
   so readers (a model server watching the folder) never see half an export (on
   local disks; object stores such as GCS have no atomic folder rename).
-  Returns export_dir.
+  Returns export_dir. A symlink export_dir is left in place, the export written where it
+  points.
   """
-  export_dir = os.fspath(export_dir).rstrip("/") or "/"
-  check_export_dir(export_dir, overwrite)
+  link = os.fspath(export_dir).rstrip("/") or "/"
+  export_dir = _target(link)
+  for path in dict.fromkeys((link, export_dir)):  # as given, and where a link points
+    check_export_dir(path, overwrite)
   concrete = {}
   for name, fn in signatures.items():
     setattr(module, name, fn)
@@ -330,7 +340,7 @@ def save_serving_module(export_dir, module, signatures, metadata, overwrite=Fals
       with tf.io.gfile.GFile(os.path.join(tmp, METADATA_DIR, VOCAB_FILE), "w") as f:
         f.write(tokenizer.vocab_text)
     # Checked again: another process may have written export_dir meanwhile.
-    check_export_dir(export_dir, overwrite)
+    check_export_dir(link, overwrite)
     if tf.io.gfile.isdir(export_dir):
       tf.io.gfile.rename(export_dir, old)  # Empty, or overwrite=True; deleted below.
     try:
@@ -343,7 +353,7 @@ def save_serving_module(export_dir, module, signatures, metadata, overwrite=Fals
     for leftover in (tmp, old):
       if tf.io.gfile.exists(leftover):
         tf.io.gfile.rmtree(leftover)
-  return export_dir
+  return link
 
 
 def read_metadata(export_dir):

@@ -307,16 +307,45 @@ def _init_source(run, hooks):
   return head_labels.in_label_order(options.init_checkpoint, kind, labels, options.do_train, flag)
 
 
+def check_export_apart(export_dir, output_dir):
+  """An export replaces its whole folder: an --export_dir that is, or holds, --output_dir
+  would delete the run's checkpoints with it (an --export_dir inside --output_dir is fine)."""
+  resolve = (lambda p: p.rstrip("/")) if "://" in export_dir else os.path.realpath
+  export_path, output_path = resolve(export_dir), resolve(output_dir)
+  if output_path == export_path or output_path.startswith(export_path.rstrip("/") + "/"):
+    raise UserInputError(
+        "--export_dir=%s %s --output_dir=%s: replacing the export would delete the run's "
+        "checkpoints; pass another --export_dir, e.g. %s." % (
+            export_dir, "is" if output_path == export_path else "holds", output_dir,
+            os.path.join(output_dir, "export")))
+
+
+def check_weights_exist(options):
+  """A run that does not train evaluates or predicts with trained weights: with no training
+  state in --output_dir and no --init_checkpoint it would answer with a random model."""
+  if options.do_train or options.init_checkpoint or run_folder.has_training_state(
+      options.output_dir):
+    return
+  raise UserInputError(
+      "Nothing to %s with: --output_dir=%s holds no training state and no --init_checkpoint "
+      "is given (the model would be random). Pass --do_train, the --output_dir of a trained "
+      "run, or --init_checkpoint=<its model.ckpt-N>." % (
+          "evaluate" if options.do_eval else "predict" if options.do_predict else "export",
+          options.output_dir))
+
+
 def prepare(options, hooks):
   """Everything checked that can be before any work; returns the Run (no trainer yet)."""
   options.check()
   hooks.check(options)
+  check_weights_exist(options)
   if hooks.uses_tokenizer:
     checks.check_case(options.do_lower_case, options.init_checkpoint)
   config = hooks.model_config(options, BertConfig.from_json_file(options.bert_config_file))
   checks.check_seq_length(options.max_seq_length, config, hooks.min_seq_length)
   if options.export_dir:
     from bert_tf import export
+    check_export_apart(options.export_dir, options.output_dir)
     export.check_export_dir(
         options.export_dir, options.overwrite_export or run_folder.recorded_export(
             options.output_dir, options.export_dir) is not None,

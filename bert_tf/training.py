@@ -271,6 +271,10 @@ class Trainer:
       logging.info("Initialized %d variables from %s%s", len(report.loaded), report.checkpoint,
                    "; heads left as initialized: %s" % ", ".join(report.skipped_heads)
                    if report.skipped_heads else "")
+      if report.skipped_heads and iterator is None:  # evaluates or predicts, untrained
+        logging.warning("%s has no trained %s head, and this run does not train: its answers "
+                        "come from a randomly initialized head.", report.checkpoint,
+                        ", ".join(report.skipped_heads))
     return keeper
 
   def export_google_checkpoint(self, prefix, with_optimizer_slots=True):

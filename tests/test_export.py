@@ -204,6 +204,14 @@ def test_refuses_non_empty_export_dir_unless_overwrite(model, python_logits, tmp
                            text_pair=False, overwrite=True)
   assert not (target / "keep.txt").exists()
   assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # No temp leftovers.
+  # Through a symlink to an empty folder: written where it points, the link kept (replacing
+  # one through a link: test_runner's test_an_export_replaced_through_a_symlink_keeps_the_link).
+  (tmp_path / "empty").mkdir()
+  (tmp_path / "link").symlink_to(tmp_path / "empty")
+  assert export_classifier(tmp_path / "link", model, VOCAB_UNCASED, True, SEQ, LABELS,
+                           text_pair=False) == str(tmp_path / "link")
+  assert (tmp_path / "link").is_symlink() and (tmp_path / "empty" / "saved_model.pb").exists()
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "export", "link"]
   # Doubles as the single-sentence export: serving_default takes only text_a.
   single = tf.saved_model.load(str(target))
   serve = single.signatures["serving_default"]

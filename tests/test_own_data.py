@@ -91,6 +91,44 @@ def test_a_file_that_is_not_utf8_names_the_line(tmp_path):
   assert message == "Data file %s is not UTF-8 text (bad byte at line 3); save it as UTF-8." % path
 
 
+def test_a_field_over_the_csv_modules_default_limit_is_text_not_a_quoting_error(tmp_path):
+  long_text = "word " * 40000  # 200,000 characters, over csv's 131,072 default
+  rows = _read(tmp_path, "a.csv", "text,label\n%s,x\nshort,y\n" % long_text)
+  assert [(len(r.text_a), r.label) for r in rows] == [(len(long_text), "x"), (5, "y")]
+
+
+def test_a_quote_left_open_does_not_swallow_the_rows_after_it(tmp_path):
+  # Read loosely, the quote on line 2 would end on line 4 and make lines 2-4 one row.
+  text = 'text\tlabel\n"great film\tpos\nbad film\tneg\nok "fine" film\tpos\n'
+  message = _error(_read, tmp_path, "a.tsv", text)
+  assert message.startswith(str(tmp_path / "a.tsv") + " lines 2-4: '\\t' expected after '\"'")
+  assert "fix the quoting" in message
+  assert "line 2: " in _error(_read, tmp_path, "b.csv", 'text,label\n"hi" there,x\n')
+
+
+def test_header_spaces_lines_of_spaces_and_crlf_are_read_as_meant(tmp_path):
+  rows = _read(tmp_path, "a.csv", "text , label\r\nhi, a\r\n  \r\n\r\n")
+  assert [(r.text_a, r.label) for r in rows] == [("hi", " a")]
+  assert "appears twice" in _error(_read, tmp_path, "b.csv", "text,text \nhi,x\n")
+
+
+def test_the_id_column_is_needed_only_in_the_predict_file(tmp_path):
+  columns = Columns(id="key")
+  assert _read(tmp_path, "t.csv", "text,label\nhi,x\n", columns)[0].id is None
+  assert _read(tmp_path, "p.csv", "key,text\nk1,hi\n", columns, needs_label=False)[0].id == "k1"
+  assert "has no column 'key'" in _error(_read, tmp_path, "q.csv", "text\nhi\n", columns,
+                                         needs_label=False)
+
+
+def test_one_column_named_by_two_flags_is_refused():
+  assert data.check_distinct_columns(Columns(text="a", text_b="b", label="c", id="a")) is None
+  assert _error(data.check_distinct_columns, Columns(text="t", label="t")) == (
+      "--label_column=t names the column --text_column names too; each of --text_column, "
+      "--text_b_column and --label_column names its own column.")
+  assert "--text_b_column=t names the column --text_column" in _error(
+      data.check_distinct_columns, Columns(text="t", text_b="t"))
+
+
 # Labels: problem type, values, order.
 
 def _labeled(values):
@@ -105,11 +143,20 @@ def _labeled(values):
     ([2.5, 1], "regression", "has a fraction"),
     (["a|b", "c", ""], "multi_label", "line 2's label 'a|b' holds --label_delimiter=|"),
     ([["a"], []], "multi_label", "JSON lists (line 2)"),
-    ([float("nan"), 1.5], "single_label", "the labels are names"),
 ])
 def test_the_problem_type_is_read_from_the_labels_and_says_why(values, expected, why):
   problem_type, reason = data.infer_problem_type("f", _labeled(values), "|")
   assert problem_type == expected and why in reason
+
+
+def test_scores_with_a_gap_are_not_read_as_a_label_per_score():
+  assert _error(data.infer_problem_type, "f.csv", _labeled(["0.5", "4", "NA"]), "|") == (
+      "f.csv line 4: the label \"NA\" is not a number, but line 2's (0.5) has a fraction, as a "
+      "regression's scores do; fix line 4 or remove it, or pass --problem_type=single_label if "
+      "the labels are names.")
+  assert "line 2: the label NaN is not a number, but line 3's (1.5)" in _error(
+      data.infer_problem_type, "f.jsonl", _labeled([float("nan"), 1.5]), "|")
+  assert data.infer_problem_type("f", _labeled(["4", "NA"]), "|")[0] == "single_label"
 
 
 def test_mixed_label_types_name_both_lines():
@@ -136,6 +183,8 @@ def test_label_values_of_each_problem_type():
     ("high", "regression", "f line 2: the label \"high\" is not a number"),
     (["a"], "single_label", "pass --problem_type=multi_label"),
     ({"a": 1}, "single_label", "the label {\"a\": 1} is a JSON object; write a name"),
+    ("a\nb", "single_label", "f line 2: the label \"a\\nb\" holds a line break"),
+    (["x", "a\r\nb"], "multi_label", "f line 2: the label \"a\\r\\nb\" holds a line break"),
     (float("nan"), "regression", "the label NaN is not a number"),
 ])
 def test_bad_label_values(value, problem_type, expected):
@@ -147,6 +196,22 @@ def test_label_order_is_given_or_sorted_numbers_as_numbers():
   assert data.label_order(["10", "2", "1"]) == ["1", "2", "10"]
   assert data.label_order(["b", "a"], ["b", "a"]) == ["b", "a"]
   assert "distinct" in _error(data.from_flag, ["a", "a"])
+
+
+def test_one_number_written_two_ways_is_refused_and_case_variants_are_named():
+  from bert_tf.tasks.own_data import labels
+  assert "the labels '1' (line 2) and '1.0' (line 4) are one number written two ways" in _error(
+      labels.from_training, "f.jsonl", _labeled([1, 0, 1.0]), None, None, "|", "none")
+  assert "'1' (line 2) and '01' (line 3)" in _error(
+      labels.from_training, "f", _labeled(["1", "01|0"]), None, None, "|", "none")
+  rows = data.with_labels("f", _labeled(["Pos", "neg", "pos", "NEG", "very  good",
+                                         "very good ", "caf\u00e9", "cafe\u0301"]),
+                          "single_label", "|")
+  assert data.check_name_clashes("f", rows, "single_label") == (
+      "'Pos' (line 2) and 'pos' (line 4), 'neg' (line 3) and 'NEG' (line 5), "
+      "'very  good' (line 6) and 'very good' (line 7), 'caf\u00e9' (line 8) and "
+      "'cafe\u0301' (line 9)")
+  assert data.check_name_clashes("f", rows[:2], "single_label") is None
 
 
 def test_labels_outside_the_run_are_listed_or_an_error_under_labels():
@@ -168,10 +233,14 @@ def test_balanced_class_weights_hand_worked():
   multi = data.with_labels("f", _labeled(["a|b", "a", "", "b"]), "multi_label", "|")
   # negatives / positives: a 2/2, b 2/2; c never positive.
   assert weights.class_weights("balanced", "multi_label", ["a", "b", "c"], multi) == [1, 1, 1]
+  everywhere = data.with_labels("f", _labeled(["a|b", "a", "a"]), "multi_label", "|")
+  # a on every row: no negatives, 1.0 (not 0, which would zero its loss); b 2/1.
+  assert weights.class_weights("balanced", "multi_label", ["a", "b"], everywhere) == [1.0, 2.0]
   assert weights.class_weights("1,2.5", "single_label", ["a", "b"], single) == [1.0, 2.5]
   assert weights.class_weights("none", "single_label", ["a", "b"], single) is None
-  assert "2 positive numbers, one per label in the order a,b" in _error(
-      weights.class_weights, "1,0", "single_label", ["a", "b"], single)
+  for spec in ("1,0", "inf,1", "1e400,1", "nan,1"):
+    assert "2 positive finite numbers, one per label in the order a,b" in _error(
+        weights.class_weights, spec, "single_label", ["a", "b"], single)
   assert "this run is a regression" in _error(weights.class_weights, "balanced", "regression",
                                               None, single)
 
@@ -202,6 +271,17 @@ def test_multi_label_metrics_hand_worked():
   assert result["eval_micro_f1"] == pytest.approx(2 / 3)
   assert metrics.multi_label_metrics(probabilities, gold, ["a", "b", "c"], 0.05)[
       "eval_micro_f1"] == pytest.approx(2 * 3 / (2 * 3 + 6 + 0))
+
+
+def test_multi_label_gold_labels_the_model_does_not_know_are_missed():
+  # Row 1's gold is {a, z}, z unknown: predicting {a} is no exact match, and z is a false
+  # negative of the micro-F1 (tp 2 fp 0 fn 1 -> 4/5), not dropped (which would give 1 and 1).
+  probabilities = [[0.9, 0.1], [0.1, 0.8]]
+  result = metrics.multi_label_metrics(probabilities, [[1, 0], [0, 1]], ["a", "b"], 0.5,
+                                       missed=[1, 0])
+  assert result["eval_exact_match"] == 0.5
+  assert result["eval_micro_f1"] == pytest.approx(4 / 5)
+  assert result["eval_f1_a"] == 1.0 and result["eval_macro_f1"] == 1.0
 
 
 def test_regression_metrics_hand_worked():
@@ -341,6 +421,16 @@ def test_each_problem_type_trains_predicts_names_and_exports_the_same_answers(
   answer = _answer(tmp_path / "multi_x", ["the team won"])
   assert [x.decode() for x in answer["labels"][0] if x] == [
       n for n, v in lines[0]["probabilities"].items() if v > 0.9]
+  # Predicting again without --threshold applies the training run's 0.9, as the export does
+  # (not the default 0.5, which names labels here).
+  assert any(p["labels"] for p in lines)
+  again = run("--predict_file=" + multi, "--vocab_file=" + VOCAB_UNCASED,
+              "--bert_config_file=" + TINY_CONFIG, "--max_seq_length=16", "--do_predict",
+              "--output_dir=%s" % (tmp_path / "multi"))
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "trained with --threshold=0.9" in again.stderr
+  assert [p["labels"] for p in _predictions(tmp_path / "multi" / "predictions.jsonl")] == [
+      [n for n, v in p["probabilities"].items() if v > 0.9] for p in lines]
 
   # Converted to Hugging Face, the head keeps its names and reads through sigmoids.
   from bert_tf import conversion
@@ -384,16 +474,87 @@ def test_a_run_that_does_not_train_reads_the_recorded_labels(tmp_path):
   (glue_run / "training_state" / "settings.json").write_text(json.dumps(
       {"task_name": "mrpc", "labels": ["0", "1"]}))
   schema = labels.from_trained(str(out), str(glue_run / "model.ckpt-3"), None, None)
-  assert schema == labels.Schema("single_label", ["0", "1"])
-  labels.write(str(out), labels.Schema("multi_label", ["b", "a"], [2.0, 1.0]))
+  assert schema == labels.Schema("single_label", ["0", "1"], text_pair=True)  # MRPC: pairs
+  assert "The model was trained on text pairs" in _error(
+      labels.from_trained, str(out), str(glue_run / "model.ckpt-3"), None, None, False)
+  labels.write(str(out), labels.Schema("multi_label", ["b", "a"], [2.0, 1.0]), threshold=0.75)
   assert labels.from_trained(str(out), None, None, ["a", "b"]) == labels.Schema(
-      "multi_label", ["b", "a"], [2.0, 1.0])
+      "multi_label", ["b", "a"], [2.0, 1.0], threshold=0.75)
+  _state(out, labels.Schema("multi_label", ["b", "a"], [2.0, 1.0]).record())
+  # From --init_checkpoint elsewhere: the state's settings, and the threshold beside them.
+  assert labels.from_trained(str(tmp_path / "new"), str(out / "model.ckpt-1"), None, None) == (
+      labels.Schema("multi_label", ["b", "a"], [2.0, 1.0], threshold=0.75))
   assert "--problem_type=regression, but the model was trained as multi_label" in _error(
       labels.from_trained, str(out), None, "regression", None)
   assert "--labels=a,c are not the labels the model was trained on (b,a" in _error(
       labels.from_trained, str(out), None, None, ["a", "c"])
   assert "train first (--do_train), or pass --labels and --problem_type" in _error(
       labels.from_trained, str(tmp_path / "none"), None, None, ["a"])
+  assert "--problem_type=regression has none: drop one of the flags." in _error(
+      labels.from_trained, str(tmp_path / "none"), None, "regression", ["a", "b"])
+
+
+def _state(folder, settings):
+  """A training state in `folder` as has_training_state finds it, with `settings`."""
+  state = folder / "training_state"
+  state.mkdir(parents=True)
+  (state / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
+  (state / "ckpt-1.index").write_bytes(b"")
+  (state / "settings.json").write_text(json.dumps(settings))
+
+
+def test_the_training_state_in_output_dir_tells_the_labels_or_that_it_is_glue(tmp_path):
+  from bert_tf.tasks.own_data import labels
+  own, glue_run = tmp_path / "own", tmp_path / "glue"
+  # classifier_labels.json lost: the state's settings still give the order, not --labels'.
+  _state(own, {"problem_type": "single_label", "labels": ["good", "bad"]})
+  assert labels.from_trained(str(own), None, None, ["bad", "good"]).labels == ["good", "bad"]
+  _state(glue_run, {"task_name": "mrpc", "labels": ["0", "1"]})
+  assert _error(labels.from_trained, str(glue_run), None, "single_label", ["1", "0"]) == (
+      "--output_dir=%s holds the training state of a --task_name=mrpc run (%s), not of one on "
+      "your own file: predict from it into another --output_dir, with "
+      "--init_checkpoint=<its model.ckpt-N>." % (
+          glue_run, glue_run / "training_state" / "settings.json"))
+
+
+def test_a_hugging_face_classifier_tells_its_problem_type_and_labels(tmp_path):
+  from bert_tf.tasks.own_data import labels
+  hf, out = tmp_path / "hf", str(tmp_path / "out")
+  hf.mkdir()
+
+  def config(**fields):
+    (hf / "config.json").write_text(json.dumps(fields))
+
+  config(problem_type="single_label_classification", id2label={"0": "bad", "1": "good"})
+  assert labels.from_trained(out, str(hf), None, ["good", "bad"]) == labels.Schema(
+      "single_label", ["bad", "good"])
+  assert "--problem_type=multi_label, but the model was trained as single_label (recorded in " \
+      "%s)" % (hf / "config.json") in _error(labels.from_trained, out, str(hf), "multi_label",
+                                              None)
+  config(problem_type="regression", id2label={"0": "LABEL_0"})
+  assert labels.from_trained(out, str(hf), None, None) == labels.Schema("regression", None)
+  assert _error(labels.from_trained, out, str(hf), None, ["a", "b"]) == (
+      "--labels=a,b, but the model is a regression (recorded in %s): it has no labels; drop "
+      "the flag." % (hf / "config.json"))
+  config(id2label={"0": "LABEL_0", "1": "LABEL_1"})  # nothing said: the flags are needed
+  assert labels.from_trained(out, str(hf), "multi_label", ["a", "b"]) == labels.Schema(
+      "multi_label", ["a", "b"])
+
+
+def test_a_pair_model_is_not_read_with_one_text_nor_the_other_way(tmp_path):
+  from bert_tf.tasks.own_data import labels
+  out = str(tmp_path)
+  labels.write(out, labels.Schema("single_label", ["a", "b"], text_pair=True))
+  assert labels.from_trained(out, None, None, None, True).text_pair is True
+  assert _error(labels.from_trained, out, None, None, None, False) == (
+      "The model was trained on text pairs (recorded in %s), and this run reads one text a "
+      "row: pass --text_b_column=<the column of the second text>." %
+      os.path.join(out, labels.LABELS_FILE))
+  labels.write(out, labels.Schema("single_label", ["a", "b"], text_pair=False))
+  assert "trained on one text a row (recorded in" in _error(
+      labels.from_trained, out, None, None, None, True)
+  labels.write(out, labels.Schema("single_label", ["a", "b"]))  # not recorded: not compared
+  assert labels.from_trained(out, None, None, None, True).labels == ["a", "b"]
 
 
 def test_training_labels_order_and_refusals():

@@ -377,6 +377,30 @@ def test_inference_precision_flag_gives_the_export_its_model():
   assert float32.serving_model() is model
 
 
+def test_an_export_dir_that_is_or_holds_the_output_dir_is_refused(tmp_path):
+  out = str(tmp_path / "run")
+  for export_dir, word in ((out, "is"), (out + "/", "is"), (str(tmp_path), "holds")):
+    with pytest.raises(UserInputError) as error:
+      runner.check_export_apart(export_dir, out)
+    assert str(error.value) == (
+        "--export_dir=%s %s --output_dir=%s: replacing the export would delete the run's "
+        "checkpoints; pass another --export_dir, e.g. %s/export." % (export_dir, word, out, out))
+  runner.check_export_apart(out + "/export", out)
+  runner.check_export_apart(out + "_export", out)  # a sibling sharing the prefix
+
+
+def test_a_run_that_does_not_train_needs_weights_to_read(tmp_path):
+  out = str(tmp_path / "out")
+  with pytest.raises(UserInputError) as error:
+    runner.check_weights_exist(runner.RunOptions(do_predict=True, output_dir=out))
+  assert str(error.value) == (
+      "Nothing to predict with: --output_dir=%s holds no training state and no "
+      "--init_checkpoint is given (the model would be random). Pass --do_train, the "
+      "--output_dir of a trained run, or --init_checkpoint=<its model.ckpt-N>." % out)
+  for fine in (dict(do_train=True), dict(do_eval=True, init_checkpoint="ckpt")):
+    runner.check_weights_exist(runner.RunOptions(output_dir=out, **fine))
+
+
 def test_an_export_replaced_is_restored_when_the_new_one_fails(tmp_path):
   from bert_tf import export
   folder = tmp_path / "exp"
@@ -392,6 +416,24 @@ def test_an_export_replaced_is_restored_when_the_new_one_fails(tmp_path):
     (folder / "saved_model.pb").write_text("new")
   assert (folder / "saved_model.pb").read_text() == "new"
   assert sorted(p.name for p in tmp_path.iterdir()) == ["exp"]  # the old one is gone
+
+
+def test_an_export_replaced_through_a_symlink_keeps_the_link(tmp_path):
+  from bert_tf import export
+  real, link = tmp_path / "real", tmp_path / "link"
+  real.mkdir()
+  (real / "saved_model.pb").write_text("old")
+  link.symlink_to(real)
+  with pytest.raises(RuntimeError):
+    with export.replacing(str(link)):
+      assert link.is_symlink() and not real.exists()  # the target moved aside, not the link
+      raise RuntimeError("the export failed")
+  assert link.is_symlink() and (link / "saved_model.pb").read_text() == "old"
+  with export.replacing(str(link)):
+    real.mkdir()  # where save_serving_module writes through the link
+    (real / "saved_model.pb").write_text("new")
+  assert link.is_symlink() and (link / "saved_model.pb").read_text() == "new"
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
 
 
 def _fake_export(folder, weights):

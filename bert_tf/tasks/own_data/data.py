@@ -12,12 +12,16 @@ import io
 import json
 import math
 import os
+import unicodedata
 from typing import Any, Optional
 
 from bert_tf import user_files
 from bert_tf.errors import UserInputError
 
 DELIMITERS = {".csv": ",", ".tsv": "\t", ".jsonl": None}
+# A text field may be a whole document: the csv module's default limit (128 KiB a field) is
+# not a property of the file, and its error would read as bad quoting.
+FIELD_SIZE_LIMIT = 2 ** 31 - 1
 PROBLEM_TYPES = ("single_label", "multi_label", "regression")
 
 
@@ -29,6 +33,19 @@ class Columns:
   label: str = "label"
   id: Optional[str] = None
   label_delimiter: str = "|"
+
+
+def check_distinct_columns(columns):
+  """The text, second text and label are three columns: one column named twice would train on
+  the label as text, or on one text as a pair."""
+  named = [(flag, getattr(columns, field)) for field, flag in _FLAGS.items()
+           if field != "id" and getattr(columns, field) is not None]
+  for i, (flag, name) in enumerate(named):
+    for other, other_name in named[:i]:
+      if name == other_name:
+        raise UserInputError("%s=%s names the column %s names too; each of --text_column, "
+                             "--text_b_column and --label_column names its own column." %
+                             (flag, name, other))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +62,8 @@ class Row:
 
 def read_rows(path, columns, flag, needs_label=True):
   """The rows of the file `path` given by `flag` (e.g. "--train_file"); `needs_label`: the
-  label column must be there (train and eval files; a predict file may lack it)."""
+  label column must be there (train and eval files; a predict file may lack it). The id
+  column must be there only in a predict file (predictions.jsonl copies it)."""
   delimiter = file_format(path, flag)
   text = user_files.read_text(path, "Data file", "(check %s)" % flag)
   if not text.strip():
@@ -79,8 +97,11 @@ def _shape(delimiter, columns):
 
 
 def _delimited(path, text, delimiter, columns, needs_label):
-  """[(line, {column: value})] of a CSV/TSV text; the header's names must be distinct."""
-  reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+  """[(line, {column: value})] of a CSV/TSV text; the header's names (spaces around them
+  dropped) must be distinct. Strict quoting: a quote left open would otherwise swallow the
+  rows after it into one field, silently."""
+  csv.field_size_limit(max(csv.field_size_limit(), FIELD_SIZE_LIMIT))
+  reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
   line = 1
   try:
     header = next(reader)
@@ -89,7 +110,8 @@ def _delimited(path, text, delimiter, columns, needs_label):
   except StopIteration:
     header = []
   except csv.Error as e:
-    raise UserInputError("%s line %d: %s; fix the quoting." % (path, reader.line_num, e)) from None
+    raise _quoting_error(path, line, reader.line_num, e, delimiter) from None
+  header = [name.strip() for name in header]
   seen = set()
   for name in header:
     if name in seen:
@@ -105,15 +127,22 @@ def _delimited(path, text, delimiter, columns, needs_label):
     except StopIteration:
       break
     except csv.Error as e:
-      raise UserInputError("%s line %d: %s; fix the quoting." % (path, start, e)) from None
-    if not fields or fields == [""]:
-      continue  # a blank line
+      raise _quoting_error(path, start, reader.line_num, e, delimiter) from None
+    if len(fields) <= 1 and not "".join(fields).strip():
+      continue  # a blank line, or one of spaces
     if len(fields) != len(header):
       raise UserInputError("%s line %d has %d fields, the header %d (%s); quote a field that "
                            "holds %s (\"...\")." % (path, start, len(fields), len(header),
                                                     ", ".join(header), _name(delimiter)))
     records.append((start, dict(zip(header, fields))))
   return records
+
+
+def _quoting_error(path, start, end, error, delimiter):
+  lines = "line %d" % start if end <= start else "lines %d-%d" % (start, end)
+  return UserInputError("%s %s: %s; fix the quoting (a field that starts with \" ends with \" "
+                        "right before %s or the line's end; a quote inside it is \"\")." %
+                        (path, lines, str(error).replace("\t", "\\t"), _name(delimiter)))
 
 
 def _name(delimiter):
@@ -160,10 +189,12 @@ _FLAGS = {"text": "--text_column", "text_b": "--text_b_column", "label": "--labe
 
 
 def _check_columns(path, line, names, columns, what, needs_label=True):
-  """Each column the flags name is among `names` (a header, or a JSON line's keys)."""
+  """Each column the flags name is among `names` (a header, or a JSON line's keys): the label
+  with `needs_label`, the id without (a predict file)."""
   for field, flag in _FLAGS.items():
     name = getattr(columns, field)
-    if name is None or name in names or (field == "label" and not needs_label):
+    if name is None or name in names or (field == "label" and not needs_label) or (
+        field == "id" and needs_label):
       continue
     raise UserInputError("%s line %d has no %s %r (its %ss: %s); pass %s=<one of them>, or "
                          "rename the %s." % (path, line, what, name, what,
@@ -233,8 +264,15 @@ def infer_problem_type(path, rows, delimiter):
     return "multi_label", "line %d's label %r holds --label_delimiter=%s" % (
         split.line, split.label, delimiter)
   numbers = [(r, _number(r.label)) for r in labeled]
-  if labeled and all(n is not None for _, n in numbers):
-    fraction = next((r for r, n in numbers if n != int(n)), None)
+  fraction = next((r for r, n in numbers if n is not None and n != int(n)), None)
+  other = next((r for r, n in numbers if n is None), None)
+  if fraction and other:  # scores with a gap ("NA", NaN) would train as a class per score
+    raise UserInputError("%s line %d: the label %s is not a number, but line %d's (%s) has a "
+                         "fraction, as a regression's scores do; fix line %d or remove it, or "
+                         "pass --problem_type=single_label if the labels are names." % (
+                             path, other.line, json.dumps(other.label), fraction.line,
+                             fraction.label, other.line))
+  if labeled and not other:
     if fraction:
       return "regression", "every label is a number and line %d's (%s) has a fraction" % (
           fraction.line, fraction.label)
@@ -243,8 +281,13 @@ def infer_problem_type(path, rows, delimiter):
   return "single_label", "the labels are names"
 
 
-def _name_of(value):
-  return value.strip() if isinstance(value, str) else json.dumps(value)
+def _name_of(path, row, value):
+  """A label's name; one with a line break would split its eval_results.txt lines."""
+  name = value.strip() if isinstance(value, str) else json.dumps(value)
+  if "\n" in name or "\r" in name:
+    raise UserInputError("%s line %d: the label %s holds a line break; a label name is one "
+                         "line." % (path, row.line, json.dumps(name)))
+  return name
 
 
 def label_value(path, row, problem_type, delimiter):
@@ -258,7 +301,7 @@ def label_value(path, row, problem_type, delimiter):
     if any(isinstance(item, (list, dict)) or item is None for item in items):
       raise UserInputError("%s line %d: the label list %s holds more than names; list label "
                            "names, e.g. [\"a\", \"b\"]." % (path, row.line, json.dumps(value)))
-    names = [_name_of(item) for item in items]
+    names = [_name_of(path, row, item) for item in items]
     return tuple(dict.fromkeys(n for n in names if n))
   if _is_empty(value):
     raise UserInputError("%s line %d: empty label; fill it in or remove the row (an empty "
@@ -276,10 +319,10 @@ def label_value(path, row, problem_type, delimiter):
     number = _number(value)
     if number is None:
       raise UserInputError("%s line %d: the label %s is not a number, and regression needs one "
-                           "in every row; fix it, or pass --problem_type=single_label." %
-                           (path, row.line, json.dumps(value)))
+                           "in every row; fix it (or, when training on names, pass "
+                           "--problem_type=single_label)." % (path, row.line, json.dumps(value)))
     return number
-  return _name_of(value)
+  return _name_of(path, row, value)
 
 
 def with_labels(path, rows, problem_type, delimiter):
@@ -294,6 +337,41 @@ def names_in(rows, problem_type):
     return []
   names = (n for r in rows for n in (r.label if problem_type == "multi_label" else [r.label]))
   return list(dict.fromkeys(names))
+
+
+def first_lines(rows, problem_type):
+  """{label name: the line it first appears on} of rows read by `with_labels`."""
+  lines = {}
+  for r in rows:
+    for name in (r.label if problem_type == "multi_label" else [r.label]):
+      lines.setdefault(name, r.line)
+  return lines
+
+
+def check_name_clashes(path, rows, problem_type):
+  """Two names that are one number written two ways ("1" and "1.0" or "01") would train as two
+  labels: refused. Returns the names that differ only in case or inner spaces ("Pos" and "pos":
+  maybe meant, maybe a typo; the caller warns), as "'Pos' (line 2) and 'pos' (line 5), ...",
+  or None."""
+  if problem_type == "regression":
+    return None
+  lines = first_lines(rows, problem_type)
+  by_number, by_case = {}, {}
+  for name, line in lines.items():
+    number = _number(name)
+    if number is not None and by_number.setdefault(number, name) != name:
+      first = by_number[number]
+      raise UserInputError(
+          "%s: the labels %r (line %d) and %r (line %d) are one number written two ways, and "
+          "would be two labels; write every row's label the same way (or pass "
+          "--problem_type=regression for scores)." % (path, first, lines[first], name, line))
+    key = unicodedata.normalize("NFKC", " ".join(name.split())).casefold()
+    by_case.setdefault(key, []).append(name)
+  variants = [names for names in by_case.values() if len(names) > 1]
+  if not variants:
+    return None
+  return ", ".join(" and ".join("%r (line %d)" % (n, lines[n]) for n in names)
+                   for names in variants)
 
 
 def label_order(names, given=None):

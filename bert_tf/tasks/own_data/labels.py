@@ -9,36 +9,43 @@ resume) and in LABELS_FILE beside its checkpoints.
 import dataclasses
 import json
 import os
+import re
 from typing import Optional
 
 from absl import logging
 import tensorflow as tf
 
-from bert_tf import run_folder
+from bert_tf import hf_checkpoints, run_folder
 from bert_tf.errors import UserInputError
+from bert_tf.tasks.glue import data as glue_data
 from bert_tf.tasks.own_data import data, weights
 
 LABELS_FILE = "classifier_labels.json"
+DEFAULT_THRESHOLD = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
 class Schema:
   """What a model trained on the user's file predicts: the problem type, the label names in the
-  order of its output rows (None for regression) and the class weights of its loss."""
+  order of its output rows (None for regression), the class weights of its loss and whether it
+  reads text pairs (--text_b_column; None: not recorded). `threshold`: the multi-label
+  --threshold it was trained with (LABELS_FILE only: not a setting of the weights)."""
   problem_type: str
   labels: Optional[list]
   class_weights: Optional[list] = None
+  text_pair: Optional[bool] = None
+  threshold: Optional[float] = None
 
   def record(self):
     return {"problem_type": self.problem_type, "labels": self.labels,
-            "class_weights": self.class_weights}
+            "class_weights": self.class_weights, "text_pair": self.text_pair}
 
   @property
   def num_labels(self):
     return len(self.labels) if self.labels else 1
 
 
-def from_training(path, rows, problem_type, given, delimiter, weights_spec):
+def from_training(path, rows, problem_type, given, delimiter, weights_spec, text_pair=None):
   """The schema of a run training on `rows` of `path`: the type (--problem_type, else read from
   the labels), --labels (`given`) or the names sorted, and the weights; the log says each."""
   if problem_type:
@@ -55,6 +62,10 @@ def from_training(path, rows, problem_type, given, delimiter, weights_spec):
   if problem_type != "regression":
     if given:
       data.unknown_labels(path, rows, problem_type, given, given=True)
+    variants = data.check_name_clashes(path, rows, problem_type)
+    if variants:
+      logging.warning("%s has labels that differ only in case or spaces: %s; they are separate "
+                      "labels. If they are one, write them alike.", path, variants)
     labels = data.label_order(data.names_in(rows, problem_type), given)
     if len(labels) < (1 if problem_type == "multi_label" else 2):
       raise UserInputError("%s has the labels %s: a %s run needs at least %s; add rows of "
@@ -66,12 +77,13 @@ def from_training(path, rows, problem_type, given, delimiter, weights_spec):
   if class_weights:
     logging.info("Class weights (--class_weights=%s): %s", weights_spec, ", ".join(
         "%s=%.4g" % (name, w) for name, w in zip(labels, class_weights)))
-  return Schema(problem_type, labels, class_weights)
+  return Schema(problem_type, labels, class_weights, text_pair)
 
 
 def recorded(output_dir, init_checkpoint):
-  """(Schema, where) of the model trained in `output_dir`, else of the run that wrote
-  `init_checkpoint`; (None, None) when neither records one."""
+  """(Schema, where) of the model trained in `output_dir` (its LABELS_FILE, else its training
+  state's settings), else of the run that wrote `init_checkpoint`; (None, None) when neither
+  records one."""
   path = os.path.join(output_dir, LABELS_FILE)
   if tf.io.gfile.exists(path):
     try:
@@ -81,32 +93,87 @@ def recorded(output_dir, init_checkpoint):
     except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
       raise UserInputError("Labels file %s is damaged (%s): train again, or delete it and "
                            "pass --init_checkpoint of the trained model." % (path, e)) from None
-  if init_checkpoint:
-    record = run_folder.recorded_settings(init_checkpoint)
-    where = run_folder.settings_path(run_folder.checkpoint_folder(init_checkpoint))
+  if run_folder.has_training_state(output_dir):  # the weights this run reads
+    record = run_folder.recorded_settings(output_dir)
+    where = run_folder.settings_path(output_dir)
     if record.get("problem_type") in data.PROBLEM_TYPES:
       return _schema(record), where
+    if record.get("task_name"):
+      raise UserInputError(
+          "--output_dir=%s holds the training state of a --task_name=%s run (%s), not of one on "
+          "your own file: predict from it into another --output_dir, with --init_checkpoint="
+          "<its model.ckpt-N>." % (output_dir, record["task_name"], where))
+  if init_checkpoint and hf_checkpoints.is_hf_folder(init_checkpoint):
+    return _hf_schema(init_checkpoint)
+  if init_checkpoint:
+    record = run_folder.recorded_settings(init_checkpoint)
+    folder = run_folder.checkpoint_folder(init_checkpoint)
+    where = run_folder.settings_path(folder)
+    if record.get("problem_type") in data.PROBLEM_TYPES:  # and its --threshold, when recorded
+      beside, _ = recorded(folder, None) if tf.io.gfile.exists(
+          os.path.join(folder, LABELS_FILE)) else (None, None)
+      threshold = beside.threshold if beside and beside.labels == record.get("labels") else None
+      return dataclasses.replace(_schema(record), threshold=threshold), where
     if record.get("task_name"):  # a GLUE run's: STS-B is a regression, the others name labels
+      pair = _glue_pair(record["task_name"])
       if record.get("labels") is None:
-        return Schema("regression", None), where
+        return Schema("regression", None, text_pair=pair), where
       if isinstance(record["labels"], list):
-        return Schema("single_label", [str(x) for x in record["labels"]]), where
+        return Schema("single_label", [str(x) for x in record["labels"]],
+                      text_pair=pair), where
   return None, None
+
+
+_HF_PROBLEM_TYPES = {hf_checkpoints.REGRESSION: "regression",
+                     hf_checkpoints.SINGLE_LABEL: "single_label",
+                     hf_checkpoints.MULTI_LABEL: "multi_label"}
+
+
+def _hf_schema(folder):
+  """(Schema, where) of a Hugging Face classifier folder whose config.json states its
+  problem_type and (unless a regression) names its labels in id2label; else (None, None)."""
+  path = os.path.join(folder, hf_checkpoints.CONFIG_NAME)
+  try:
+    with open(path, encoding="utf-8") as f:
+      config = json.load(f)
+    problem_type = _HF_PROBLEM_TYPES.get(config.get("problem_type"))
+    id2label = config.get("id2label") or {}
+    labels = [str(id2label[str(i)]) for i in range(len(id2label))]
+  except (OSError, ValueError, KeyError, AttributeError, TypeError):
+    return None, None
+  if problem_type == "regression":
+    return Schema("regression", None), path
+  if problem_type is None or not labels or all(re.match(r"LABEL_\d+$", n) for n in labels):
+    return None, None  # transformers' placeholder names say nothing of the labels
+  return Schema(problem_type, labels), path
+
+
+def _glue_pair(task_name):
+  """Whether the GLUE task `task_name` reads pairs (None: not a task known here)."""
+  processor = glue_data.PROCESSORS.get(str(task_name).lower())
+  return None if processor is None else bool(processor.is_pair)
 
 
 def _schema(record):
   if record["problem_type"] not in data.PROBLEM_TYPES:
     raise ValueError("unknown problem_type %r" % record["problem_type"])
-  labels = record.get("labels")
+  labels, threshold = record.get("labels"), record.get("threshold")
+  if threshold is not None and not (isinstance(threshold, (int, float)) and 0 < threshold < 1):
+    raise ValueError("threshold %r is not between 0 and 1" % (threshold,))
   return Schema(record["problem_type"], None if labels is None else [str(x) for x in labels],
-                record.get("class_weights"))
+                record.get("class_weights"), record.get("text_pair"), threshold)
 
 
-def from_trained(output_dir, init_checkpoint, problem_type, given):
-  """The schema of a run that does not train: the trained model's (--labels and
-  --problem_type, when given, must agree with it), else --labels with --problem_type."""
+def from_trained(output_dir, init_checkpoint, problem_type, given, text_pair=None):
+  """The schema of a run that does not train: the trained model's (--labels, --problem_type
+  and, when recorded, whether it reads pairs (`text_pair`: --text_b_column) must agree with
+  it), else --labels with --problem_type."""
   schema, where = recorded(output_dir, init_checkpoint)
   if schema is None:
+    if problem_type == "regression" and given:
+      raise UserInputError("--labels=%s names the labels of a classifier, and "
+                           "--problem_type=regression has none: drop one of the flags." %
+                           ",".join(given))
     if problem_type == "regression":
       return Schema("regression", None)
     if not (given and problem_type):
@@ -117,20 +184,34 @@ def from_trained(output_dir, init_checkpoint, problem_type, given):
   if problem_type and problem_type != schema.problem_type:
     raise UserInputError("--problem_type=%s, but the model was trained as %s (recorded in %s): "
                          "drop the flag." % (problem_type, schema.problem_type, where))
-  if given and sorted(given) != sorted(schema.labels or []):
+  if given and schema.labels is None:
+    raise UserInputError("--labels=%s, but the model is a regression (recorded in %s): it has "
+                         "no labels; drop the flag." % (",".join(given), where))
+  if given and sorted(given) != sorted(schema.labels):
     raise UserInputError("--labels=%s are not the labels the model was trained on (%s, recorded "
                          "in %s): pass those, or train a model on yours." % (
                              ",".join(given), ",".join(schema.labels or []), where))
-  logging.info("Problem type %s and labels %s of the model (recorded in %s).",
-               schema.problem_type, ",".join(schema.labels or []) or "(none)", where)
+  if text_pair is not None and schema.text_pair is not None and text_pair != schema.text_pair:
+    raise UserInputError(
+        "The model was trained on %s (recorded in %s), and this run reads %s: %s." % (
+            *(("text pairs", where, "one text a row") if schema.text_pair else
+              ("one text a row", where, "pairs")),
+            "pass --text_b_column=<the column of the second text>" if schema.text_pair else
+            "drop --text_b_column"))
+  logging.info("Problem type %s and labels %s of the model (recorded in %s)%s.",
+               schema.problem_type, ",".join(schema.labels or []) or "(none)", where,
+               "" if schema.threshold is None or schema.problem_type != "multi_label" else
+               "; trained with --threshold=%s, used unless --threshold is given" %
+               schema.threshold)
   return schema
 
 
-def write(output_dir, schema):
-  """Writes the schema beside the checkpoints of the run in `output_dir`."""
+def write(output_dir, schema, threshold=None):
+  """Writes the schema (and the run's --threshold) beside the checkpoints in `output_dir`."""
   path = os.path.join(output_dir, LABELS_FILE)
+  record = dict(schema.record(), **({} if threshold is None else {"threshold": threshold}))
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-    f.write(json.dumps(schema.record(), indent=2) + "\n")
+    f.write(json.dumps(record, indent=2) + "\n")
   tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
@@ -142,4 +223,6 @@ def check_known(path, rows, schema, given):
   listed = data.unknown_labels(path, rows, schema.problem_type, schema.labels, bool(given))
   if listed:
     logging.warning("%s names labels never seen in training: %s; the model cannot predict them, "
-                    "so those rows count as wrong.", path, listed)
+                    "so %s.", path, listed,
+                    "each is a missed label (a false negative; its row is no exact match)"
+                    if schema.problem_type == "multi_label" else "those rows count as wrong")

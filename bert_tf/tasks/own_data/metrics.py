@@ -42,19 +42,23 @@ def single_label_metrics(predicted, gold, labels):
   return result
 
 
-def multi_label_metrics(probabilities, gold, labels, threshold):
+def multi_label_metrics(probabilities, gold, labels, threshold, missed=None):
   """Micro- and macro-F1, per-label P/R/F1 and exact match of the labels whose probability
-  is over `threshold` vs the gold [rows, labels] 0/1 matrix."""
+  is over `threshold` vs the gold [rows, labels] 0/1 matrix. `missed`: per row, how many of its
+  gold labels are not among `labels` (the model cannot predict them): each is a false negative
+  of the micro-F1, and such a row is never an exact match."""
   predicted = np.asarray(probabilities) > threshold
   gold = np.asarray(gold) > 0.5
-  result = {"eval_exact_match": float(np.mean(np.all(predicted == gold, axis=-1)))
-            if len(gold) else 0.0}
+  missed = np.zeros(len(gold), np.int64) if missed is None else np.asarray(missed, np.int64)
+  exact = np.all(predicted == gold, axis=-1) & (missed == 0)
+  result = {"eval_exact_match": float(np.mean(exact)) if len(gold) else 0.0}
   tp = np.sum(predicted & gold, axis=0)
   fp = np.sum(predicted & ~gold, axis=0)
   fn = np.sum(~predicted & gold, axis=0)
   f1s = [_per_label(result, label, tp[i], fp[i], fn[i]) for i, label in enumerate(labels)]
   result["eval_macro_f1"] = float(np.mean(f1s)) if f1s else 0.0
-  result["eval_micro_f1"] = _prf(float(tp.sum()), float(fp.sum()), float(fn.sum()))[2]
+  result["eval_micro_f1"] = _prf(float(tp.sum()), float(fp.sum()),
+                                 float(fn.sum() + missed.sum()))[2]
   return result
 
 

@@ -4,8 +4,10 @@ single_label: a label's weight multiplies the loss of its examples; balanced is
 rows / (labels * rows of the label) (scikit-learn's "balanced"). multi_label: a label's weight
 multiplies the loss of its positive targets; balanced is the label's negative rows over its
 positive rows (PyTorch's suggestion for BCEWithLogitsLoss pos_weight). A label with no training
-row gets 1.0.
+row (or, multi-label, on every row) gets 1.0.
 """
+
+import math
 
 from bert_tf.errors import UserInputError
 
@@ -25,9 +27,10 @@ def class_weights(spec, problem_type, labels, rows):
     weights = [float(w) for w in spec.split(",")]
   except ValueError:
     weights = []
-  if len(weights) != len(labels) or any(not w > 0 for w in weights):
-    raise UserInputError("--class_weights=%s must be none, balanced, or %d positive numbers, one "
-                         "per label in the order %s." % (spec, len(labels), ",".join(labels)))
+  if len(weights) != len(labels) or any(not 0 < w < math.inf for w in weights):
+    raise UserInputError("--class_weights=%s must be none, balanced, or %d positive finite "
+                         "numbers, one per label in the order %s." %
+                         (spec, len(labels), ",".join(labels)))
   return weights
 
 
@@ -35,6 +38,7 @@ def balanced(problem_type, labels, rows):
   """The balanced weights of `labels` from the training `rows`."""
   if problem_type == "multi_label":
     positives = [sum(1 for r in rows if name in r.label) for name in labels]
-    return [(len(rows) - p) / p if p else 1.0 for p in positives]
+    # A label on every row has no negatives: its weight would be 0, and it would learn nothing.
+    return [(len(rows) - p) / p if 0 < p < len(rows) else 1.0 for p in positives]
   counts = [sum(1 for r in rows if r.label == name) for name in labels]
   return [len(rows) / (len(labels) * c) if c else 1.0 for c in counts]
