@@ -92,7 +92,7 @@ def test_another_best_metric_on_resume_is_logged_and_reranks_what_is_kept(tmp_pa
   best.write()
   (tmp_path / "model.ckpt-6.index").unlink()  # pruned under eval_loss
   resumed = BestCheckpoint(str(tmp_path), "eval_other", every_steps=3)
-  with caplog.at_level(std_logging.INFO):
+  with caplog.at_level(std_logging.INFO, logger="absl"):
     resumed.load(6)
   assert resumed.best()["step"] == 4  # step 6 ranks first, but its checkpoint is gone
   assert "--best_metric=eval_other (the record" in caplog.text
