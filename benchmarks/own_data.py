@@ -55,7 +55,9 @@ flags.DEFINE_integer("batch_size", 32, "Training (and evaluation) batch size.")
 flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
 flags.DEFINE_float("num_train_epochs", 4.0, "Epochs.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
-flags.DEFINE_integer("seed", 0, "The peer's torch seed.")
+flags.DEFINE_integer("seed", None, "run_classifier's --shuffle_seed (data order, weight "
+                     "initialization, dropout) and the peer's torch seed. Default: "
+                     "run_classifier's own default, and 0 for torch.")
 flags.DEFINE_bool("reuse", False, "Read runs already complete in --work_dir instead of running "
                   "them again.")
 flags.adopt_module_key_flags(common)
@@ -81,18 +83,26 @@ def read_reuters(path):
   return rows
 
 
+def write_jsonl(path, rows):
+  """Writes the JSON lines whole (a temporary file renamed), so that runs of another
+  invocation on the same --work_dir never read a half-written file."""
+  temporary = "%s.%d.tmp" % (path, os.getpid())
+  with open(temporary, "w", encoding="utf-8") as f:
+    f.writelines(json.dumps(row) + "\n" for row in rows)
+  os.replace(temporary, path)
+
+
 def write_files(folder, splits):
   """The JSONL files of every run from {split: rows}; returns {split: {topic: positives}}."""
   os.makedirs(folder, exist_ok=True)
   for split, rows in splits.items():
-    with open(os.path.join(folder, "multi_%s.jsonl" % split), "w", encoding="utf-8") as f:
-      for text, topics in rows:
-        f.write(json.dumps({"text": text, "labels": [t for t in TOPICS if topics[t]]}) + "\n")
+    write_jsonl(os.path.join(folder, "multi_%s.jsonl" % split),
+                [{"text": text, "labels": [t for t in TOPICS if topics[t]]}
+                 for text, topics in rows])
     for topic in TOPICS:
-      with open(os.path.join(folder, "%s_%s.jsonl" % (topic, split)), "w",
-                encoding="utf-8") as f:
-        for text, topics in rows:
-          f.write(json.dumps({"text": text, "label": topic if topics[topic] else "other"}) + "\n")
+      write_jsonl(os.path.join(folder, "%s_%s.jsonl" % (topic, split)),
+                  [{"text": text, "label": topic if topics[topic] else "other"}
+                   for text, topics in rows])
   return {split: {t: sum(r[1][t] for r in rows) for t in TOPICS} for split, rows in splits.items()}
 
 
@@ -183,7 +193,7 @@ def run_hf(folder, num_train):
       "labels": list(TOPICS), "threads": os.cpu_count(),
       "max_seq_length": FLAGS.max_seq_length, "batch_size": FLAGS.batch_size, "steps": steps,
       "warmup_steps": int(steps * FLAGS.warmup_proportion),
-      "learning_rate": FLAGS.learning_rate, "weight_decay": 0.01, "seed": FLAGS.seed},
+      "learning_rate": FLAGS.learning_rate, "weight_decay": 0.01, "seed": FLAGS.seed or 0},
       failure="the transformers fine-tuning failed", env=peers.hf_env())
   result["steps"] = steps
   with open(saved, "w", encoding="utf-8") as f:
@@ -211,6 +221,8 @@ def main(_):
       "--predict_batch_size=%d" % FLAGS.batch_size, "--learning_rate=%g" % FLAGS.learning_rate,
       "--num_train_epochs=%g" % FLAGS.num_train_epochs,
       "--warmup_proportion=%g" % FLAGS.warmup_proportion]
+  if FLAGS.seed is not None:
+    common_flags.append("--shuffle_seed=%d" % FLAGS.seed)
   results = common.Results("own_data", {
       "model": os.path.basename(os.path.normpath(model)), "max_seq_length": FLAGS.max_seq_length,
       "batch_size": FLAGS.batch_size, "learning_rate": FLAGS.learning_rate,
