@@ -61,8 +61,6 @@ flags.DEFINE_integer("seed", None, "run_classifier's --shuffle_seed (data order,
 flags.DEFINE_bool("reuse", False, "Read runs already complete in --work_dir instead of running "
                   "them again.")
 flags.adopt_module_key_flags(common)
-for _name in ("reuters_train", "reuters_test", "model_dir", "work_dir"):
-  flags.mark_flag_as_required(_name)
 
 
 def read_reuters(path):
@@ -202,6 +200,10 @@ def run_hf(folder, num_train):
 
 
 def main(_):
+  missing = [n for n in ("reuters_train", "reuters_test", "model_dir", "work_dir")
+             if not getattr(FLAGS, n)]
+  if missing:
+    sys.exit("Give %s (see --help)." % ", ".join("--" + n for n in missing))
   unknown = [r for r in FLAGS.runs if r not in RUNS]
   if unknown:
     sys.exit("--runs: unknown %s; use some of %s." % (", ".join(unknown), ", ".join(RUNS)))
