@@ -4,7 +4,7 @@ weights on a rare label, and the same multi-label fine-tuning in Hugging Face tr
     python -m benchmarks.own_data --reuters_train=reuters21578_modapte_train.tsv \\
         --reuters_test=reuters21578_modapte_test.tsv --model_dir=/path/to/all-MiniLM-L6-v2 \\
         --work_dir=/tmp/own_data [--hf_python=/path/to/venv/bin/python] \\
-        [--runs=multi,hf,grain,corn,corn_balanced] [--max_seq_length=128 ...] [--reuse]
+        [--runs=multi,hf,grain,corn,corn_balanced] [--max_seq_length=128 ...] [--seed=N] [--reuse]
 
 Writes the Reuters-21578 ModApte TSVs (columns `grain corn text`) as the files a user gives
 run_classifier.py: multi_{train,test}.jsonl (`labels`: the list of grain/corn present) and
