@@ -1,0 +1,286 @@
+"""Your own data on real text: one multi-label model against two single-label ones, class
+weights on a rare label, and the same multi-label fine-tuning in Hugging Face transformers.
+
+    python -m benchmarks.own_data --reuters_train=reuters21578_modapte_train.tsv \\
+        --reuters_test=reuters21578_modapte_test.tsv --model_dir=/path/to/all-MiniLM-L6-v2 \\
+        --work_dir=/tmp/own_data [--hf_python=/path/to/venv/bin/python] \\
+        [--runs=multi,hf,grain,corn,corn_balanced] [--max_seq_length=128 ...] [--seed=N] [--reuse]
+
+Writes the Reuters-21578 ModApte TSVs (columns `grain corn text`) as the files a user gives
+run_classifier.py: multi_{train,test}.jsonl (`labels`: the list of grain/corn present) and
+{grain,corn}_{train,test}.jsonl (`label`: the topic's name or `other`). Then fine-tunes, each
+run a `run_classifier.py --train_file=... --eval_file=... --predict_file=...` process with the
+same model, length, batch, learning rate, epochs and warm-up:
+  multi          one multi-label model (grain + corn);
+  hf             the same multi-label fine-tuning in transformers (BertForSequenceClassification,
+                 problem_type multi_label_classification; benchmarks/sides/hf_finetune.py), run
+                 right after `multi` so that both see the same load;
+  grain, corn    one single-label model per topic;
+  corn_balanced  corn with --class_weights=balanced.
+Every row's F1 and accuracy per topic come from its test predictions (predictions.jsonl, or the
+peer's probabilities) at threshold 0.5 through the same function, and are checked against
+run_classifier's own eval_results.txt. Training seconds: from run_classifier's "Running
+training" log line to its last step's line (model loading, tracing and the first step in;
+process start, tokenizing and evaluation out); the peer's training loop alike. --reuse reads the
+runs already complete in --work_dir instead of running them again. Prints figures only
+(common.Results).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+from absl import app, flags
+
+from benchmarks import common, peers
+
+FLAGS = flags.FLAGS
+TOPICS = ("grain", "corn")
+RUNS = ("multi", "hf", "grain", "corn", "corn_balanced")
+flags.DEFINE_string("reuters_train", None, "Reuters-21578 ModApte training TSV (header "
+                    "`grain corn text`, one document a row).")
+flags.DEFINE_string("reuters_test", None, "The ModApte test TSV (same columns).")
+flags.DEFINE_string("model_dir", None, "HF BERT folder (config.json, vocab.txt, weights) given "
+                    "to run_classifier as --init_checkpoint and to transformers.")
+flags.DEFINE_string("work_dir", None, "Folder for the data files and each run's output and log.")
+flags.DEFINE_list("runs", list(RUNS), "The runs, of %s." % ", ".join(RUNS))
+flags.DEFINE_string("hf_python", None, "A Python with torch + transformers: needed by the hf run.")
+flags.DEFINE_bool("hf_passive_omp", True, "Run the torch peer with OMP_WAIT_POLICY=PASSIVE "
+                  "(benchmarks/peers.py).")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per document.")
+flags.DEFINE_integer("batch_size", 32, "Training (and evaluation) batch size.")
+flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
+flags.DEFINE_float("num_train_epochs", 4.0, "Epochs.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
+flags.DEFINE_integer("seed", None, "run_classifier's --shuffle_seed (data order, weight "
+                     "initialization, dropout) and the peer's torch seed. Default: "
+                     "run_classifier's own default, and 0 for torch.")
+flags.DEFINE_bool("reuse", False, "Read runs already complete in --work_dir instead of running "
+                  "them again.")
+flags.adopt_module_key_flags(common)
+
+
+def read_reuters(path):
+  """[(text, {topic: bool})] of a ModApte TSV."""
+  with open(path, encoding="utf-8") as f:
+    lines = [line.rstrip("\r\n") for line in f if line.strip()]
+  header = lines[0].split("\t")
+  missing = [c for c in TOPICS + ("text",) if c not in header]
+  if missing:
+    sys.exit("%s: no column %s in the header %s." % (path, ", ".join(missing), header))
+  rows = []
+  for number, line in enumerate(lines[1:], 2):
+    fields = line.split("\t")
+    if len(fields) != len(header):
+      sys.exit("%s line %d: %d fields, not %d." % (path, number, len(fields), len(header)))
+    rows.append((fields[header.index("text")],
+                 {t: fields[header.index(t)] == "1" for t in TOPICS}))
+  return rows
+
+
+def write_jsonl(path, rows):
+  """Writes the JSON lines whole (a temporary file renamed), so that runs of another
+  invocation on the same --work_dir never read a half-written file."""
+  temporary = "%s.%d.tmp" % (path, os.getpid())
+  with open(temporary, "w", encoding="utf-8") as f:
+    f.writelines(json.dumps(row) + "\n" for row in rows)
+  os.replace(temporary, path)
+
+
+def write_files(folder, splits):
+  """The JSONL files of every run from {split: rows}; returns {split: {topic: positives}}."""
+  os.makedirs(folder, exist_ok=True)
+  for split, rows in splits.items():
+    write_jsonl(os.path.join(folder, "multi_%s.jsonl" % split),
+                [{"text": text, "labels": [t for t in TOPICS if topics[t]]}
+                 for text, topics in rows])
+    for topic in TOPICS:
+      write_jsonl(os.path.join(folder, "%s_%s.jsonl" % (topic, split)),
+                  [{"text": text, "label": topic if topics[topic] else "other"}
+                   for text, topics in rows])
+  return {split: {t: sum(r[1][t] for r in rows) for t in TOPICS} for split, rows in splits.items()}
+
+
+def scores(gold, predicted):
+  """(F1, accuracy) of one topic's gold and predicted booleans (F1 0 with no positive at all,
+  as scikit-learn's zero_division=0)."""
+  tp = sum(g and p for g, p in zip(gold, predicted))
+  wrong = sum(g != p for g, p in zip(gold, predicted))
+  f1 = 2 * tp / (2 * tp + wrong) if tp or wrong else 0.0
+  return f1, 1 - wrong / len(gold)
+
+
+def log_seconds(line):
+  """Seconds since midnight of an absl log line (`I1126 17:33:50.043098 ...`)."""
+  match = re.match(r"[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+)", line)
+  return int(match.group(1)) * 3600 + int(match.group(2)) * 60 + float(match.group(3))
+
+
+def training_seconds(log_path):
+  """Seconds from run_classifier's "Running training" line to its last "step N:" line."""
+  start = end = None
+  with open(log_path, encoding="utf-8", errors="replace") as f:
+    for line in f:
+      line = line.rsplit("\r", 1)[-1]
+      if "***** Running training" in line:
+        start = log_seconds(line)
+      elif start is not None and re.search(r"training\.py:\d+\] step \d+:", line):
+        end = log_seconds(line)
+  if start is None or end is None:
+    return None
+  return (end - start) % 86400
+
+
+def run_ours(name, folder, common_flags):
+  """Runs run_classifier for `name` (unless --reuse finds it done); returns its output dir and
+  log."""
+  out, log = os.path.join(folder, name), os.path.join(folder, name + ".log")
+  topic = "multi" if name == "multi" else name.split("_")[0]
+  if FLAGS.reuse and os.path.exists(os.path.join(out, "predictions.jsonl")):
+    return out, log
+  command = [sys.executable, os.path.join(common.ROOT, "run_classifier.py"),
+             "--train_file=%s" % os.path.join(folder, "data", topic + "_train.jsonl"),
+             "--eval_file=%s" % os.path.join(folder, "data", topic + "_test.jsonl"),
+             "--predict_file=%s" % os.path.join(folder, "data", topic + "_test.jsonl"),
+             "--label_column=%s" % ("labels" if name == "multi" else "label"),
+             "--output_dir=%s" % out] + common_flags
+  if name.endswith("_balanced"):
+    command.append("--class_weights=balanced")
+  with open(log, "w", encoding="utf-8") as f:
+    f.write(" ".join(command) + "\n")
+    f.flush()
+    if subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, cwd=common.ROOT).returncode:
+      sys.exit("run_classifier failed for %s: see %s" % (name, log))
+  return out, log
+
+
+def ours_predictions(out, name):
+  """{topic: [predicted booleans]} of a run's predictions.jsonl."""
+  with open(os.path.join(out, "predictions.jsonl"), encoding="utf-8") as f:
+    rows = [json.loads(line) for line in f if line.strip()]
+  if name == "multi":
+    return {t: [t in r["labels"] for r in rows] for t in TOPICS}
+  topic = name.split("_")[0]
+  return {topic: [r["label"] == topic for r in rows]}
+
+
+def eval_f1(out):
+  """{topic: run_classifier's own eval_f1_<topic>} from eval_results.txt."""
+  found = {}
+  with open(os.path.join(out, "eval_results.txt"), encoding="utf-8") as f:
+    for line in f:
+      key, _, value = line.partition(" = ")
+      if key.startswith("eval_f1_") and key[len("eval_f1_"):] in TOPICS:
+        found[key[len("eval_f1_"):]] = float(value)
+  return found
+
+
+def run_hf(folder, num_train):
+  """The peer's multi-label run (or its saved result under --reuse)."""
+  saved = os.path.join(folder, "hf.json")
+  if FLAGS.reuse and os.path.exists(saved):
+    with open(saved, encoding="utf-8") as f:
+      return json.load(f)
+  steps = int(num_train / FLAGS.batch_size * FLAGS.num_train_epochs)  # run_classifier's count
+  result = common.run_side(FLAGS.hf_python, "hf_finetune", "multi_label", {
+      "folder": FLAGS.model_dir, "train_file": os.path.join(folder, "data", "multi_train.jsonl"),
+      "test_file": os.path.join(folder, "data", "multi_test.jsonl"), "label_column": "labels",
+      "labels": list(TOPICS), "threads": os.cpu_count(),
+      "max_seq_length": FLAGS.max_seq_length, "batch_size": FLAGS.batch_size, "steps": steps,
+      "warmup_steps": int(steps * FLAGS.warmup_proportion),
+      "learning_rate": FLAGS.learning_rate, "weight_decay": 0.01, "seed": FLAGS.seed or 0},
+      failure="the transformers fine-tuning failed", env=peers.hf_env())
+  result["steps"] = steps
+  with open(saved, "w", encoding="utf-8") as f:
+    json.dump(result, f)
+  return result
+
+
+def main(_):
+  missing = [n for n in ("reuters_train", "reuters_test", "model_dir", "work_dir")
+             if not getattr(FLAGS, n)]
+  if missing:
+    sys.exit("Give %s (see --help)." % ", ".join("--" + n for n in missing))
+  unknown = [r for r in FLAGS.runs if r not in RUNS]
+  if unknown:
+    sys.exit("--runs: unknown %s; use some of %s." % (", ".join(unknown), ", ".join(RUNS)))
+  if "hf" in FLAGS.runs:
+    if not FLAGS.hf_python:
+      sys.exit("--runs has hf: give --hf_python (a Python with torch and transformers).")
+    peers.check_python("hf_python", FLAGS.hf_python, peers.HF_MODULES)
+  splits = {"train": read_reuters(FLAGS.reuters_train), "test": read_reuters(FLAGS.reuters_test)}
+  positives = write_files(os.path.join(FLAGS.work_dir, "data"), splits)
+  gold = {t: [r[1][t] for r in splits["test"]] for t in TOPICS}
+  model = FLAGS.model_dir
+  common_flags = [
+      "--do_train", "--do_eval", "--do_predict", "--vocab_file=%s/vocab.txt" % model,
+      "--bert_config_file=%s/config.json" % model, "--init_checkpoint=%s" % model,
+      "--do_lower_case=True", "--max_seq_length=%d" % FLAGS.max_seq_length,
+      "--train_batch_size=%d" % FLAGS.batch_size, "--eval_batch_size=%d" % FLAGS.batch_size,
+      "--predict_batch_size=%d" % FLAGS.batch_size, "--learning_rate=%g" % FLAGS.learning_rate,
+      "--num_train_epochs=%g" % FLAGS.num_train_epochs,
+      "--warmup_proportion=%g" % FLAGS.warmup_proportion]
+  if FLAGS.seed is not None:
+    common_flags.append("--shuffle_seed=%d" % FLAGS.seed)
+  results = common.Results("own_data", {
+      "model": os.path.basename(os.path.normpath(model)), "max_seq_length": FLAGS.max_seq_length,
+      "batch_size": FLAGS.batch_size, "learning_rate": FLAGS.learning_rate,
+      "epochs": FLAGS.num_train_epochs, "warmup": FLAGS.warmup_proportion})
+  results.note("Reuters-21578 ModApte: %d train documents (grain %d, corn %d positives), %d test "
+               "(grain %d, corn %d)" % (len(splits["train"]), positives["train"]["grain"],
+                                        positives["train"]["corn"], len(splits["test"]),
+                                        positives["test"]["grain"], positives["test"]["corn"]))
+  results.note("run_classifier flags of every bert_tf row: --train_file/--eval_file/"
+               "--predict_file=%s/data/<run>_{train,test}.jsonl %s" %
+               (FLAGS.work_dir, " ".join(common_flags)))
+  rows = {}
+  for name in [r for r in RUNS if r in FLAGS.runs]:
+    if name == "hf":
+      out = run_hf(FLAGS.work_dir, len(splits["train"]))
+      predicted = {t: [p[i] > 0.5 for p in out["probabilities"]] for i, t in enumerate(TOPICS)}
+      rows[name] = (predicted, out["seconds"], None)
+      results.note("HF: %s, BertForSequenceClassification problem_type multi_label_classification, "
+                   "torch AdamW (eps 1e-6, weight decay 0.01 but biases and LayerNorm), linear "
+                   "warm-up and decay, clip norm 1, %d steps, %d threads, %s" %
+                   (out["version"], out["steps"], os.cpu_count(), peers.hf_note()))
+      continue
+    out, log = run_ours(name, FLAGS.work_dir, common_flags)
+    rows[name] = (ours_predictions(out, name), training_seconds(log), eval_f1(out))
+  figures = {}
+  for name, (predicted, seconds, own) in rows.items():
+    figures[name] = {}
+    for topic in TOPICS:
+      f1, accuracy = scores(gold[topic], predicted[topic]) if topic in predicted else (None, None)
+      figures[name]["F1 " + topic] = (f1, "")
+      figures[name]["accuracy " + topic] = (None if accuracy is None else 100 * accuracy, "%")
+    figures[name]["training"] = (seconds, "s")
+    figures[name]["HF / this"] = (None, "x")
+  if "hf" in rows and "multi" in rows:
+    figures["multi"]["HF / this"] = (peers.speedup(rows["hf"][1], rows["multi"][1]), "x")
+  titles = {"multi": "bert_tf multi-label", "hf": "HF transformers multi-label",
+            "grain": "bert_tf single-label grain", "corn": "bert_tf single-label corn",
+            "corn_balanced": "bert_tf corn, --class_weights=balanced"}
+  f1 = lambda name, topic: figures.get(name, {}).get("F1 " + topic, (None,))[0]
+  for name in rows:
+    checks = {}
+    own = rows[name][2]
+    if own:  # the benchmark's F1 is run_classifier's own
+      checks["= eval_results.txt"] = all(abs(own[t] - f1(name, t)) < 1e-4 for t in own)
+    if name == "multi":
+      for topic in TOPICS:
+        if f1(topic, topic) is not None:
+          checks["%s >= single - 0.03" % topic] = f1(name, topic) >= f1(topic, topic) - 0.03
+    if name == "hf" and "multi" in rows:
+      checks["F1 within 0.02"] = all(abs(f1("hf", t) - f1("multi", t)) <= 0.02 for t in TOPICS)
+      checks["bert_tf >= 1.2x faster"] = figures["multi"]["HF / this"][0] >= 1.2
+    if name == "corn_balanced" and "corn" in rows:
+      checks["corn F1 >= unweighted"] = f1(name, "corn") >= f1("corn", "corn")
+    results.add(titles[name], figures[name], checks=checks)
+  results.report()
+
+
+if __name__ == "__main__":
+  app.run(main)
