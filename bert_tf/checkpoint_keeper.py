@@ -226,13 +226,14 @@ class BestCheckpoint:
     return os.path.join(self.output_dir, self.NAME)
 
   @classmethod
-  def recorded(cls, output_dir, step):
-    """The record in `output_dir`, ranked by its own metric, up to `step`; None if none."""
+  def recorded(cls, output_dir, step, metric=None):
+    """The record in `output_dir`, ranked by `metric` (default: its own), up to `step`; None
+    if none."""
     best = cls(output_dir, None)
     record = best._read()
     if record is None:
       return None
-    best.metric = record.get("metric")
+    best.metric = metric or record.get("metric")
     best.load(step, record)
     return best
 
@@ -242,8 +243,7 @@ class BestCheckpoint:
     try:
       with tf.io.gfile.GFile(self.path, "r") as f:
         record = json.loads(f.read())
-      if not isinstance(record, dict) or not isinstance(record.get("evaluations"), list):
-        raise ValueError("not a best-checkpoint record")
+      _check_record(record)
     except (ValueError, tf.errors.OpError) as e:
       raise UserInputError("Cannot read %s (%s): it records the evaluations of --eval_every_steps. "
                            "Restore it, or start a new --output_dir." % (self.path, io_reason(e))
@@ -264,6 +264,7 @@ class BestCheckpoint:
     self.evaluations = sorted(evaluations, key=lambda e: e["step"])
     stopped = record.get("stopped_early")
     self.stopped_early = stopped if stopped is not None and stopped <= step else None
+    self._check_metric()
     for name, flag in (("metric", "best_metric"), ("every_steps", "eval_every_steps"),
                        ("patience", "early_stopping_patience")):
       before, now = record.get(name), getattr(self, name)
@@ -273,6 +274,17 @@ class BestCheckpoint:
                      "by %s among the checkpoints still kept" % now if name == "metric"
                      else "as before")
 
+  def _check_metric(self):
+    """A metric no recorded evaluation has would pick no best, and the run would use the last
+    step's weights as if nothing were wrong: stop, naming those recorded."""
+    if self.metric is None or not self.evaluations or any(
+        self.metric in e for e in self.evaluations):
+      return
+    names = sorted({k for e in self.evaluations for k in e if k != "step"})
+    raise UserInputError(
+        "--best_metric=%s is not among the metrics recorded in %s (%s); pass one of them." %
+        (self.metric, self.path, ", ".join(names)))
+
   def value(self, evaluation):
     return evaluation[self.metric]
 
@@ -280,12 +292,12 @@ class BestCheckpoint:
     """Whether `value` beats `than` (a NaN beats nothing)."""
     return value < than if lower_is_better(self.metric) else value > than
 
-  def best(self):
-    """The best evaluation whose model.ckpt-N is on disk, or None."""
+  def best(self, on_disk=True):
+    """The best evaluation whose model.ckpt-N is on disk (any, with on_disk=False), or None."""
     chosen = None
     for evaluation in self.evaluations:
-      if not math.isfinite(evaluation.get(self.metric, math.nan)) or not tf.io.gfile.exists(
-          google_checkpoint(self.output_dir, evaluation["step"]) + ".index"):
+      if not math.isfinite(evaluation.get(self.metric, math.nan)) or on_disk and not (
+          tf.io.gfile.exists(google_checkpoint(self.output_dir, evaluation["step"]) + ".index")):
         continue
       if chosen is None or self.better(self.value(evaluation), self.value(chosen)):
         chosen = evaluation
@@ -343,6 +355,26 @@ class BestCheckpoint:
     with tf.io.gfile.GFile(tmp, "w") as f:
       f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
     tf.io.gfile.rename(tmp, self.path, overwrite=True)
+
+
+def _check_record(record):
+  """Raises ValueError, saying what is wrong, unless `record` is a best-checkpoint record
+  whose evaluations each have an integer step and numeric metrics (as BestCheckpoint.write
+  writes them): a hand-edited one would otherwise fail deep in the ranking."""
+  if not isinstance(record, dict) or not isinstance(record.get("evaluations"), list):
+    raise ValueError("not a best-checkpoint record")
+  if not isinstance(record.get("metric"), (str, type(None))):
+    raise ValueError("its metric is not a name")
+  if not isinstance(record.get("stopped_early"), (int, type(None))) or isinstance(
+      record.get("stopped_early"), bool):
+    raise ValueError("its stopped_early is not a step")
+  for evaluation in record["evaluations"]:
+    step = evaluation.get("step") if isinstance(evaluation, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+      raise ValueError("an evaluation without a step: %s" % json.dumps(evaluation)[:80])
+    for name, value in evaluation.items():
+      if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError("step %d's %s is not a number" % (step, name))
 
 
 def check_settings(output_dir, state_dir, settings, training):

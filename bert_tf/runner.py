@@ -198,8 +198,6 @@ def run_task(options, hooks):
   else:  # the latest state in --output_dir, or --init_checkpoint, for the steps below
     run.trainer.restore_or_initialize()
     best = _recorded_best(run)
-    if best is not None and options.best_metric:
-      best.metric = options.best_metric
   if best is not None:
     run.trainer.restore_best(best)
   if options.do_eval:
@@ -414,7 +412,8 @@ def _recorded_best(run):
   output_dir = run.options.output_dir
   if not tf.io.gfile.exists(os.path.join(output_dir, checkpoint_keeper.BestCheckpoint.NAME)):
     return None
-  return checkpoint_keeper.BestCheckpoint.recorded(output_dir, run.trainer.step)
+  return checkpoint_keeper.BestCheckpoint.recorded(output_dir, run.trainer.step,
+                                                  run.options.best_metric)
 
 
 def _check_best_record(options):

@@ -394,7 +394,16 @@ class Trainer:
     """Puts the weights of the best checkpoint of `best` in the model, its step the trainer's
     (what the evaluation, predictions and export then report); returns that evaluation, or
     None when there is none."""
-    chosen = best.best()
+    chosen, anywhere = best.best(), best.best(on_disk=False)
+    if anywhere is not None and (chosen is None or best.better(
+        best.value(anywhere), best.value(chosen))):  # its model.ckpt-N removed by hand
+      logging.warning("The best evaluation in %s, %s, has no model.ckpt-%d on disk; %s.",
+                      best.path, best.describe(anywhere), anywhere["step"],
+                      "using the best of the checkpoints left" if chosen else
+                      "none evaluated is left: using the weights of step %d" % self.step)
+    elif chosen is None and best.evaluations:
+      logging.warning("No evaluation in %s has a finite %s: using the weights of step %d.",
+                      best.path, best.metric, self.step)
     if chosen is None:
       return None
     prefix = checkpoint_keeper.google_checkpoint(self.output_dir, chosen["step"])

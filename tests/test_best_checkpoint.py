@@ -124,6 +124,64 @@ def test_pruning_keeps_the_last_n_and_the_best_and_lists_them_newest_last(tmp_pa
   assert _steps(tmp_path) == [8, 10]
 
 
+@pytest.mark.parametrize("edit,reason", [
+    (lambda r: r["evaluations"].append(7), "an evaluation without a step: 7"),
+    (lambda r: r["evaluations"][0].pop("step"), "an evaluation without a step"),
+    (lambda r: r["evaluations"][0].update(step="2"), "an evaluation without a step"),
+    (lambda r: r["evaluations"][1].update(eval_loss="0.4"), "step 4's eval_loss is not a number"),
+    (lambda r: r["evaluations"][1].update(eval_loss=None), "step 4's eval_loss is not a number"),
+    (lambda r: r.update(stopped_early="8"), "its stopped_early is not a step"),
+    (lambda r: r.update(metric=["eval_loss"]), "its metric is not a name"),
+])
+def test_a_hand_edited_record_is_one_line_saying_what_is_wrong(tmp_path, edit, reason):
+  _best(tmp_path, "eval_loss", [0.9, 0.4])
+  path = tmp_path / BestCheckpoint.NAME
+  record = json.loads(path.read_text())
+  edit(record)
+  path.write_text(json.dumps(record))
+  with pytest.raises(UserInputError, match=r"^Cannot read .*best_checkpoint\.json \(%s" % reason):
+    BestCheckpoint.recorded(str(tmp_path), 10)
+
+
+def test_a_best_metric_no_recorded_evaluation_has_stops_instead_of_using_the_last_step(
+    tmp_path):
+  # A run that does not train (or is already trained) would otherwise pick no best and answer
+  # with the last step's weights, exit 0.
+  _best(tmp_path, "eval_loss", [0.9, 0.4])
+  with pytest.raises(UserInputError, match=r"^--best_metric=eval_micro_f1 is not among the "
+                     r"metrics recorded in .*best_checkpoint\.json \(eval_loss, eval_other\)"):
+    BestCheckpoint.recorded(str(tmp_path), 4, "eval_micro_f1")
+  with pytest.raises(UserInputError, match="--best_metric=eval_los is not among"):
+    BestCheckpoint(str(tmp_path), "eval_los", every_steps=2).load(4)
+  assert BestCheckpoint.recorded(str(tmp_path), 4, "eval_other").metric == "eval_other"
+  assert BestCheckpoint.recorded(str(tmp_path), 0, "eval_los").evaluations == []  # none to rank
+
+
+def test_using_the_best_says_when_it_is_gone_or_none_is_finite(tmp_path, caplog):
+  from types import SimpleNamespace
+  from bert_tf.training import Trainer
+  trainer = SimpleNamespace(step=6, output_dir=str(tmp_path))
+  best = _best(tmp_path, "eval_loss", [0.9, 0.4, 0.7])
+  for step in (2, 4, 6):  # every evaluated checkpoint removed by hand
+    (tmp_path / ("model.ckpt-%d.index" % step)).unlink()
+  with caplog.at_level(std_logging.WARNING):
+    assert Trainer.restore_best(trainer, best) is None
+  assert "step 4 (eval_loss = 0.4), has no model.ckpt-4 on disk; none evaluated is left: using " \
+         "the weights of step 6" in caplog.text
+  caplog.clear()
+  _saved(tmp_path, 2)  # the best left is step 2: said, then read (a stand-in: unreadable)
+  with caplog.at_level(std_logging.WARNING), pytest.raises(UserInputError, match="model.ckpt-2"):
+    Trainer.restore_best(trainer, best)
+  assert "no model.ckpt-4 on disk; using the best of the checkpoints left" in caplog.text
+  caplog.clear()
+  (tmp_path / "nan").mkdir()
+  nan = _best(tmp_path / "nan", "eval_loss", [float("nan")] * 2)
+  with caplog.at_level(std_logging.WARNING):
+    assert Trainer.restore_best(trainer, nan) is None
+  assert "No evaluation in %s has a finite eval_loss: using the weights of step 6" % nan.path \
+      in caplog.text
+
+
 @pytest.mark.parametrize("change,message", [
     ({"keep_checkpoint_max": 0}, "--keep_checkpoint_max must be a positive integer, got 0."),
     ({"eval_every_steps": 5, "do_eval": False}, "--eval_every_steps=5 evaluates the eval file "
