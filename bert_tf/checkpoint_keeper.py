@@ -154,6 +154,13 @@ class CheckpointKeeper:
            "The run will resume from %s" % previous if previous
            else "No earlier checkpoint exists, so the run will start over")) from None
 
+  def ensure_google_checkpoint(self, step):
+    """Writes the Google-layout checkpoint of the restored `step` if a run stopped between
+    saving its training state and writing it: its evaluation could not pick it otherwise."""
+    if self.chief and not tf.io.gfile.exists(google_checkpoint(self.output_dir, step) + ".index"):
+      logging.info("Writing the missing model.ckpt-%d from the training state of that step.", step)
+      self._write_google_checkpoint(google_checkpoint(self.output_dir, step), step)
+
   def prune(self):
     """Removes the Google-layout checkpoints older than the last max_to_keep, except the
     protected ones (the best), and rewrites the `checkpoint` state file (newest last)."""

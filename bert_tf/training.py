@@ -306,6 +306,7 @@ class Trainer:
       if start_step and not best.evaluated(start_step) and (
           start_step % best.every_steps == 0 or start_step >= num_train_steps):
         # A run stopped between the save of this step and its evaluation.
+        keeper.ensure_google_checkpoint(start_step)
         with writer.as_default():
           self._evaluate_checkpoint(start_step, keeper, evaluate, best,
                                     last=start_step >= num_train_steps)

@@ -182,6 +182,19 @@ def test_using_the_best_says_when_it_is_gone_or_none_is_finite(tmp_path, caplog)
       in caplog.text
 
 
+def test_a_resume_writes_the_google_checkpoint_a_stopped_save_left_out(tmp_path):
+  # Stopped after training_state/ckpt-6 but before model.ckpt-6: its evaluation on resume
+  # could never make it the best without the file.
+  import tensorflow as tf
+  written = []
+  keeper = CheckpointKeeper(str(tmp_path), tf.train.Checkpoint(),
+                            lambda prefix, step: written.append((prefix, step)))
+  _saved(tmp_path, 4)
+  keeper.ensure_google_checkpoint(4)
+  keeper.ensure_google_checkpoint(6)
+  assert written == [(str(tmp_path / "model.ckpt-6"), 6)]
+
+
 @pytest.mark.parametrize("change,message", [
     ({"keep_checkpoint_max": 0}, "--keep_checkpoint_max must be a positive integer, got 0."),
     ({"eval_every_steps": 5, "do_eval": False}, "--eval_every_steps=5 evaluates the eval file "
