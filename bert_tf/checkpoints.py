@@ -23,6 +23,7 @@ and `global_step` are never model weights.
 
 import collections
 import dataclasses
+import json
 import os
 import uuid
 
@@ -131,6 +132,7 @@ def resolve_checkpoint_path(path):
       return os.path.join(path, GOOGLE_CHECKPOINT_NAME)
     latest = tf.train.latest_checkpoint(path)
     if latest:
+      _check_not_past_best(path, latest)
       return latest
     raise UserInputError("Folder %s holds no checkpoint (no bert_model.ckpt.index and no "
                          "'checkpoint' state file)." % path)
@@ -138,6 +140,26 @@ def resolve_checkpoint_path(path):
     raise UserInputError("Checkpoint %s does not exist: %s.index is missing (pass the "
                          "checkpoint prefix, e.g. .../bert_model.ckpt)." % (path, path))
   return path
+
+
+def _check_not_past_best(folder, latest):
+  """A run folder trained with --eval_every_steps answers with its best checkpoint, not its
+  latest: a folder given for a checkpoint whose latest is not that best is ambiguous, and
+  taking the latest would silently be another model than the run's outputs."""
+  record = os.path.join(folder, "best_checkpoint.json")  # checkpoint_keeper.BestCheckpoint's
+  try:
+    with open(record, encoding="utf-8") as f:
+      step = json.load(f).get("best_step")
+  except (OSError, ValueError, AttributeError):
+    return
+  best = os.path.join(folder, "model.ckpt-%s" % step)
+  if not isinstance(step, int) or not os.path.exists(best + ".index") or (
+      os.path.normpath(best) == os.path.normpath(latest)):
+    return
+  raise UserInputError(
+      "Folder %s was trained with --eval_every_steps: its best checkpoint (%s) is %s, its "
+      "latest %s. Pass the one you mean: %s for the best, as the run's own outputs used." %
+      (folder, record, os.path.basename(best), os.path.basename(latest), best))
 
 
 def _open_google(path):

@@ -195,6 +195,23 @@ def test_a_resume_writes_the_google_checkpoint_a_stopped_save_left_out(tmp_path)
   assert written == [(str(tmp_path / "model.ckpt-6"), 6)]
 
 
+def test_a_run_folder_given_as_a_checkpoint_names_its_best_when_the_latest_is_not_it(tmp_path):
+  # --init_checkpoint=<a run's output_dir> took its latest model.ckpt-N: another model than
+  # the one its outputs and export used, without a word.
+  from bert_tf.checkpoints import resolve_checkpoint_path
+  best = _best(tmp_path, "eval_loss", [0.9, 0.4, 0.7])
+  checkpoint_keeper.write_checkpoint_state(str(tmp_path), ["model.ckpt-4", "model.ckpt-6"])
+  with pytest.raises(UserInputError, match=r"its best checkpoint \(.*\) is model\.ckpt-4, its "
+                     r"latest model\.ckpt-6\. Pass the one you mean: .*model\.ckpt-4 for"):
+    resolve_checkpoint_path(str(tmp_path))
+  assert resolve_checkpoint_path(str(tmp_path / "model.ckpt-6")) == str(tmp_path / "model.ckpt-6")
+  best.add(8, {"eval_loss": 0.1})  # the latest is the best: no doubt
+  _saved(tmp_path, 8)
+  best.write()
+  checkpoint_keeper.write_checkpoint_state(str(tmp_path), ["model.ckpt-4", "model.ckpt-8"])
+  assert resolve_checkpoint_path(str(tmp_path)) == str(tmp_path / "model.ckpt-8")
+
+
 @pytest.mark.parametrize("change,message", [
     ({"keep_checkpoint_max": 0}, "--keep_checkpoint_max must be a positive integer, got 0."),
     ({"eval_every_steps": 5, "do_eval": False}, "--eval_every_steps=5 evaluates the eval file "
