@@ -111,8 +111,9 @@ class CheckpointKeeper:
                         path)
       return path
     raise UserInputError(
-        "Every training state in %s is damaged (%s). Remove that folder to start over from "
-        "--init_checkpoint." % (self.state_dir, ", ".join(candidates)))
+        "Every training state in %s is damaged (%s). Remove that folder and the model.ckpt-* "
+        "files beside it to start over from --init_checkpoint." %
+        (self.state_dir, ", ".join(candidates)))
 
   def _settings_file(self):
     return os.path.join(self.state_dir, run_folder.SETTINGS_NAME)

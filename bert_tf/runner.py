@@ -180,6 +180,8 @@ def run_task(options, hooks):
   """The run of a runner: every check, then train, evaluate, predict and export as asked."""
   run = prepare(options, hooks)
   _check_best_record(options)
+  if options.do_train:
+    check_no_stale_checkpoints(options.output_dir, distribution.worker_name(run.strategy))
   # Every data file is read before training, so a missing dev or test file is reported
   # before hours of training, not after.
   inputs = {split: hooks.read_examples(run, split)
@@ -425,6 +427,24 @@ def _check_best_record(options):
         "--output_dir=%s was trained with --eval_every_steps (%s records its evaluations): pass "
         "--eval_every_steps to continue it, or use a new --output_dir." %
         (options.output_dir, path))
+
+
+def check_no_stale_checkpoints(output_dir, worker=""):
+  """A run that starts over in a folder whose training state was removed, but not its
+  model.ckpt-N: the pruning keeps the last N by step, so the old run's higher steps would
+  stay the latest (what `--init_checkpoint=<folder>` reads) and delete the new run's own
+  checkpoints as soon as they are saved, its best too."""
+  if run_folder.has_training_state(output_dir, worker):
+    return
+  stale = sorted(tf.io.gfile.glob(os.path.join(output_dir, "model.ckpt-*.index")))
+  if not stale:
+    return
+  raise UserInputError(
+      "--output_dir=%s holds %s of an earlier run but no training state to resume: a new run "
+      "there would prune its own checkpoints in favour of those. Use a new --output_dir, or move "
+      "the model.ckpt-* files (and %s, if any) out of it." %
+      (output_dir, ", ".join(os.path.basename(p)[:-len(".index")] for p in stale[:3]) +
+       (", ..." if len(stale) > 3 else ""), checkpoint_keeper.BestCheckpoint.NAME))
 
 
 def _eval_metrics(run, hooks, examples, dataset):

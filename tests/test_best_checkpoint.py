@@ -212,6 +212,21 @@ def test_a_run_folder_given_as_a_checkpoint_names_its_best_when_the_latest_is_no
   assert resolve_checkpoint_path(str(tmp_path)) == str(tmp_path / "model.ckpt-8")
 
 
+def test_training_over_an_earlier_runs_checkpoints_without_its_state_is_refused(tmp_path):
+  # Its training_state/ removed to start over: model.ckpt-6 and -12 would outrank the new
+  # run's model.ckpt-3 in the pruning (deleted on save) and stay the folder's latest.
+  from bert_tf.runner import check_no_stale_checkpoints
+  check_no_stale_checkpoints(str(tmp_path))  # an empty folder
+  _saved(tmp_path, 6, 12)
+  with pytest.raises(UserInputError, match=r"^--output_dir=.* holds model\.ckpt-12, model\.ckpt-6 "
+                     r"of an earlier run but no training state to resume"):
+    check_no_stale_checkpoints(str(tmp_path))
+  (tmp_path / "training_state").mkdir()
+  checkpoint_keeper.write_checkpoint_state(str(tmp_path / "training_state"), ["ckpt-12"])
+  (tmp_path / "training_state" / "ckpt-12.index").write_text("x")
+  check_no_stale_checkpoints(str(tmp_path))  # a resume: its own checkpoints
+
+
 @pytest.mark.parametrize("change,message", [
     ({"keep_checkpoint_max": 0}, "--keep_checkpoint_max must be a positive integer, got 0."),
     ({"eval_every_steps": 5, "do_eval": False}, "--eval_every_steps=5 evaluates the eval file "
