@@ -304,7 +304,7 @@ class BestCheckpoint:
     """The best evaluation whose model.ckpt-N is on disk (any, with on_disk=False), or None."""
     chosen = None
     for evaluation in self.evaluations:
-      if not math.isfinite(evaluation.get(self.metric, math.nan)) or on_disk and not (
+      if not _finite(evaluation.get(self.metric)) or on_disk and not (
           tf.io.gfile.exists(google_checkpoint(self.output_dir, evaluation["step"]) + ".index")):
         continue
       if chosen is None or self.better(self.value(evaluation), self.value(chosen)):
@@ -358,11 +358,18 @@ class BestCheckpoint:
               "every_steps": self.every_steps, "patience": self.patience,
               "best_step": best["step"] if best else None,
               "best_value": self.value(best) if best else None,
-              "stopped_early": self.stopped_early, "evaluations": self.evaluations}
+              "stopped_early": self.stopped_early,
+              "evaluations": [{k: v if _finite(v) else None for k, v in e.items()}
+                              for e in self.evaluations]}  # NaN is not JSON: null
     tmp = self.path + ".tmp"
     with tf.io.gfile.GFile(tmp, "w") as f:
       f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
     tf.io.gfile.rename(tmp, self.path, overwrite=True)
+
+
+def _finite(value):
+  """Whether a recorded metric value ranks (a NaN or infinity, written as null, does not)."""
+  return value is not None and math.isfinite(value)
 
 
 def _check_record(record):
@@ -381,7 +388,7 @@ def _check_record(record):
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
       raise ValueError("an evaluation without a step: %s" % json.dumps(evaluation)[:80])
     for name, value in evaluation.items():
-      if not isinstance(value, (int, float)) or isinstance(value, bool):
+      if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
         raise ValueError("step %d's %s is not a number" % (step, name))
 
 

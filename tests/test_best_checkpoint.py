@@ -60,6 +60,14 @@ def test_a_loss_is_minimised_and_a_nan_or_pruned_checkpoint_is_never_the_best(tm
   assert best.best()["step"] == 8
 
 
+def test_a_nan_is_recorded_as_null_so_the_record_is_json_and_reads_back_unranked(tmp_path):
+  _best(tmp_path, "eval_pearson", [float("nan"), 0.5, float("inf")])
+  text = (tmp_path / BestCheckpoint.NAME).read_text()
+  assert "NaN" not in text and "Infinity" not in text
+  assert [e["eval_pearson"] for e in json.loads(text)["evaluations"]] == [None, 0.5, None]
+  assert BestCheckpoint.recorded(str(tmp_path), 6).best()["step"] == 4
+
+
 def test_the_record_is_written_whole_and_read_back_by_a_resumed_run(tmp_path):
   _best(tmp_path, "eval_loss", [0.9, 0.4, 0.6, 0.7], patience=2).stop(8)
   record = json.loads((tmp_path / BestCheckpoint.NAME).read_text())
@@ -129,7 +137,7 @@ def test_pruning_keeps_the_last_n_and_the_best_and_lists_them_newest_last(tmp_pa
     (lambda r: r["evaluations"][0].pop("step"), "an evaluation without a step"),
     (lambda r: r["evaluations"][0].update(step="2"), "an evaluation without a step"),
     (lambda r: r["evaluations"][1].update(eval_loss="0.4"), "step 4's eval_loss is not a number"),
-    (lambda r: r["evaluations"][1].update(eval_loss=None), "step 4's eval_loss is not a number"),
+    (lambda r: r["evaluations"][1].update(eval_loss=[0.4]), "step 4's eval_loss is not a number"),
     (lambda r: r.update(stopped_early="8"), "its stopped_early is not a step"),
     (lambda r: r.update(metric=["eval_loss"]), "its metric is not a name"),
 ])
