@@ -369,6 +369,10 @@ class Trainer:
         keeper.save(self.step)
         if best is not None:
           self._evaluate_checkpoint(self.step, keeper, evaluate, best, last=True)
+      if preemption is None and stop.received is not None:
+        # Received during the last save or an evaluation: stop as the log promised, not go on
+        # to the outputs; the state is saved, and the same command finishes the run.
+        raise Preempted(stop.received, self.step, keeper.state_dir)
     writer.flush()
     return {k: float(v) for k, v in metrics.items()}
 

@@ -235,6 +235,40 @@ def test_training_over_an_earlier_runs_checkpoints_without_its_state_is_refused(
   check_no_stale_checkpoints(str(tmp_path))  # a resume: its own checkpoints
 
 
+@pytest.mark.slow  # builds and trains the tiny model one step (~5 s)
+def test_a_signal_during_the_last_evaluation_stops_the_run_as_the_log_says(tmp_path):
+  # The handler logs "finishing this step, saving the training state, then stopping"; received
+  # during the evaluation after the loop, the run went on to its outputs, exit 0.
+  import os
+  import signal
+  import tensorflow as tf
+  from bert_tf import optimization, training
+  from bert_tf.config import BertConfig
+  from bert_tf.errors import Preempted
+  from bert_tf.tasks.pretraining import PretrainingTask
+  features = {"input_word_ids": tf.ones([2, 8], tf.int32), "input_mask": tf.ones([2, 8], tf.int32),
+              "input_type_ids": tf.zeros([2, 8], tf.int32),
+              "masked_lm_positions": tf.ones([2, 2], tf.int32),
+              "masked_lm_ids": tf.ones([2, 2], tf.int32),
+              "masked_lm_weights": tf.ones([2, 2], tf.float32),
+              "next_sentence_labels": tf.zeros([2, 1], tf.int32)}
+  trainer = training.Trainer(
+      tf.distribute.OneDeviceStrategy("/cpu:0"),
+      PretrainingTask(BertConfig.from_json_file(TINY_CONFIG)), str(tmp_path),
+      lambda names: optimization.create_optimizer(1e-3, 1, 0, names))
+
+  def evaluate():
+    os.kill(os.getpid(), signal.SIGINT)
+    return {"eval_loss": 1.0}
+
+  best = BestCheckpoint(str(tmp_path), "eval_loss", every_steps=5)
+  with pytest.raises(Preempted, match="SIGINT after step 1"):
+    trainer.train(tf.data.Dataset.from_tensors(features).repeat(), 1, 100, evaluate=evaluate,
+                  best=best)
+  assert [e["step"] for e in BestCheckpoint.recorded(str(tmp_path), 1).evaluations] == [1]
+  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 @pytest.mark.parametrize("change,message", [
     ({"keep_checkpoint_max": 0}, "--keep_checkpoint_max must be a positive integer, got 0."),
     ({"eval_every_steps": 5, "do_eval": False}, "--eval_every_steps=5 evaluates the eval file "
