@@ -386,7 +386,9 @@ def _check_record(record):
   for evaluation in record["evaluations"]:
     step = evaluation.get("step") if isinstance(evaluation, dict) else None
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-      raise ValueError("an evaluation without a step: %s" % json.dumps(evaluation)[:80])
+      text = json.dumps(evaluation)
+      raise ValueError("an evaluation without a whole-number step: %s" %
+                       (text if len(text) <= 60 else text[:57] + "..."))
     for name, value in evaluation.items():
       if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
         raise ValueError("step %d's %s is not a number" % (step, name))

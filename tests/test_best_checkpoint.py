@@ -133,9 +133,9 @@ def test_pruning_keeps_the_last_n_and_the_best_and_lists_them_newest_last(tmp_pa
 
 
 @pytest.mark.parametrize("edit,reason", [
-    (lambda r: r["evaluations"].append(7), "an evaluation without a step: 7"),
-    (lambda r: r["evaluations"][0].pop("step"), "an evaluation without a step"),
-    (lambda r: r["evaluations"][0].update(step="2"), "an evaluation without a step"),
+    (lambda r: r["evaluations"].append(7), "an evaluation without a whole-number step: 7"),
+    (lambda r: r["evaluations"][0].pop("step"), "an evaluation without a whole-number step"),
+    (lambda r: r["evaluations"][0].update(step="2"), "an evaluation without a whole-number step"),
     (lambda r: r["evaluations"][1].update(eval_loss="0.4"), "step 4's eval_loss is not a number"),
     (lambda r: r["evaluations"][1].update(eval_loss=[0.4]), "step 4's eval_loss is not a number"),
     (lambda r: r.update(stopped_early="8"), "its stopped_early is not a step"),
