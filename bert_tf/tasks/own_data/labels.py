@@ -18,7 +18,10 @@ import tensorflow as tf
 from bert_tf import hf_checkpoints, run_folder
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.glue import data as glue_data
-from bert_tf.tasks.own_data import data, weights
+# From the modules, not the package: the package's __init__ imports this module.
+from bert_tf.tasks.own_data.data import (PROBLEM_TYPES, check_name_clashes, infer_problem_type,
+                                         label_order, names_in, unknown_labels, with_labels)
+from bert_tf.tasks.own_data.weights import class_weights as weights_of
 
 LABELS_FILE = "classifier_labels.json"
 DEFAULT_THRESHOLD = 0.5
@@ -51,29 +54,29 @@ def from_training(path, rows, problem_type, given, delimiter, weights_spec, text
   if problem_type:
     why = "--problem_type=%s" % problem_type
   else:
-    problem_type, why = data.infer_problem_type(path, rows, delimiter)
+    problem_type, why = infer_problem_type(path, rows, delimiter)
   logging.info("Problem type: %s (%s).", problem_type, why)
   if problem_type == "regression" and given:
     raise UserInputError("--labels=%s names the labels of a classifier, and %s trains a "
                          "regression (%s): drop --labels, or pass --problem_type=single_label." %
                          (",".join(given), path, why))
-  rows = data.with_labels(path, rows, problem_type, delimiter)
+  rows = with_labels(path, rows, problem_type, delimiter)
   labels = None
   if problem_type != "regression":
     if given:
-      data.unknown_labels(path, rows, problem_type, given, given=True)
-    variants = data.check_name_clashes(path, rows, problem_type)
+      unknown_labels(path, rows, problem_type, given, given=True)
+    variants = check_name_clashes(path, rows, problem_type)
     if variants:
       logging.warning("%s has labels that differ only in case or spaces: %s; they are separate "
                       "labels. If they are one, write them alike.", path, variants)
-    labels = data.label_order(data.names_in(rows, problem_type), given)
+    labels = label_order(names_in(rows, problem_type), given)
     if len(labels) < (1 if problem_type == "multi_label" else 2):
       raise UserInputError("%s has the labels %s: a %s run needs at least %s; add rows of "
                            "other labels, or pass --labels." % (
                                path, ",".join(labels) or "(none)", problem_type,
                                "one" if problem_type == "multi_label" else "two"))
     logging.info("Labels (%d, in output order): %s", len(labels), ",".join(labels))
-  class_weights = weights.class_weights(weights_spec, problem_type, labels, rows)
+  class_weights = weights_of(weights_spec, problem_type, labels, rows)
   if class_weights:
     logging.info("Class weights (--class_weights=%s): %s", weights_spec, ", ".join(
         "%s=%.4g" % (name, w) for name, w in zip(labels, class_weights)))
@@ -96,7 +99,7 @@ def recorded(output_dir, init_checkpoint):
   if run_folder.has_training_state(output_dir):  # the weights this run reads
     record = run_folder.recorded_settings(output_dir)
     where = run_folder.settings_path(output_dir)
-    if record.get("problem_type") in data.PROBLEM_TYPES:
+    if record.get("problem_type") in PROBLEM_TYPES:
       return _schema(record), where
     if record.get("task_name"):
       raise UserInputError(
@@ -109,7 +112,7 @@ def recorded(output_dir, init_checkpoint):
     record = run_folder.recorded_settings(init_checkpoint)
     folder = run_folder.checkpoint_folder(init_checkpoint)
     where = run_folder.settings_path(folder)
-    if record.get("problem_type") in data.PROBLEM_TYPES:  # and its --threshold, when recorded
+    if record.get("problem_type") in PROBLEM_TYPES:  # and its --threshold, when recorded
       beside, _ = recorded(folder, None) if tf.io.gfile.exists(
           os.path.join(folder, LABELS_FILE)) else (None, None)
       threshold = beside.threshold if beside and beside.labels == record.get("labels") else None
@@ -155,7 +158,7 @@ def _glue_pair(task_name):
 
 
 def _schema(record):
-  if record["problem_type"] not in data.PROBLEM_TYPES:
+  if record["problem_type"] not in PROBLEM_TYPES:
     raise ValueError("unknown problem_type %r" % record["problem_type"])
   labels, threshold = record.get("labels"), record.get("threshold")
   if threshold is not None and not (isinstance(threshold, (int, float)) and 0 < threshold < 1):
@@ -220,7 +223,7 @@ def check_known(path, rows, schema, given):
   warning (they count as wrong)."""
   if schema.problem_type == "regression":
     return
-  listed = data.unknown_labels(path, rows, schema.problem_type, schema.labels, bool(given))
+  listed = unknown_labels(path, rows, schema.problem_type, schema.labels, bool(given))
   if listed:
     logging.warning("%s names labels never seen in training: %s; the model cannot predict them, "
                     "so %s.", path, listed,
