@@ -196,14 +196,15 @@ def run_task(options, hooks):
                                 options.vocab_file if hooks.uses_tokenizer else None)
   hooks.on_start(run)
   if options.do_train:
-    best = _train(run, hooks, inputs["train"], num_train_steps, inputs.get("eval"))
+    best, eval_dataset = _train(run, hooks, inputs["train"], num_train_steps,
+                                inputs.get("eval"))
   else:  # the latest state in --output_dir, or --init_checkpoint, for the steps below
     run.trainer.restore_or_initialize()
-    best = _recorded_best(run)
+    best, eval_dataset = _recorded_best(run), None
   if best is not None:
     run.trainer.restore_best(best)
   if options.do_eval:
-    _evaluate(run, hooks, inputs["eval"])
+    _evaluate(run, hooks, inputs["eval"], eval_dataset)
   if options.do_predict:
     _predict(run, hooks, inputs["predict"])
   if options.export_dir and run.trainer.chief:
@@ -384,12 +385,13 @@ def warn_if_slow_bfloat16(what, advice):
 
 
 def _train(run, hooks, examples, num_train_steps, eval_examples=None):
-  """Trains; with --eval_every_steps evaluates on the way and returns the BestCheckpoint."""
+  """Trains; with --eval_every_steps evaluates on the way. Returns the BestCheckpoint and
+  the eval dataset it read (the final evaluation reads it again), or (None, None)."""
   options = run.options
   dataset = hooks.dataset(run, "train", examples)
   logging.info("***** Running training: %s, batch %d, %d steps *****",
                hooks.describe(run, "train", examples), options.train_batch_size, num_train_steps)
-  best = evaluate = None
+  best = evaluate = eval_dataset = None
   if options.eval_every_steps:
     best = checkpoint_keeper.BestCheckpoint(
         options.output_dir, options.best_metric or hooks.best_metric(run),
@@ -405,7 +407,7 @@ def _train(run, hooks, examples, num_train_steps, eval_examples=None):
   extra = {} if best is None else {"evaluate": evaluate, "best": best}
   run.trainer.train(dataset, num_train_steps, options.save_checkpoints_steps,
                     log_steps=options.iterations_per_loop, **extra)
-  return best
+  return best, eval_dataset
 
 
 def _recorded_best(run):
@@ -458,8 +460,11 @@ def _eval_metrics(run, hooks, examples, dataset):
   return hooks.postprocess_eval(run, examples, result, outputs)
 
 
-def _evaluate(run, hooks, examples):
-  dataset = hooks.dataset(run, "eval", examples)
+def _evaluate(run, hooks, examples, dataset=None):
+  """The final evaluation, on `dataset` when training already made it (its records are
+  written once)."""
+  if dataset is None:
+    dataset = hooks.dataset(run, "eval", examples)
   logging.info("***** Running evaluation: %s, batch %d%s *****",
                hooks.describe(run, "eval", examples), run.options.eval_batch_size,
                ", %d steps" % hooks.max_eval_steps if hooks.max_eval_steps else "")
