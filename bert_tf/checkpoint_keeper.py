@@ -126,10 +126,7 @@ class CheckpointKeeper:
     """The settings of the run that saved (a run that only evaluates saves nothing)."""
     if self.settings is None:
       return
-    tmp = self._settings_file() + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-      f.write(json.dumps(self.settings, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(tmp, self._settings_file(), overwrite=True)
+    run_folder.write_json(self._settings_file(), self.settings)
 
   # ---- save --------------------------------------------------------------------------------
 
@@ -361,10 +358,7 @@ class BestCheckpoint:
               "stopped_early": self.stopped_early,
               "evaluations": [{k: v if _finite(v) else None for k, v in e.items()}
                               for e in self.evaluations]}  # NaN is not JSON: null
-    tmp = self.path + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-      f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(tmp, self.path, overwrite=True)
+    run_folder.write_json(self.path, record)
 
 
 def _finite(value):

@@ -74,6 +74,14 @@ def _read_record(path):
   return record if isinstance(record, dict) else {}
 
 
+def write_json(path, data, sort_keys=True):
+  """Writes `data` as indented JSON to `path`, whole or not at all (a .tmp file renamed over
+  it): a crash mid-write leaves the previous record, never half of one."""
+  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+    f.write(json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
+  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
 def keep_model_files(output_dir, config_file, vocab_file):
   """Copies the run's bert_config.json and vocab.txt into --output_dir, so its checkpoints
   convert and export on their own. A different copy beside a saved training state is left as
@@ -199,7 +207,4 @@ def restore_export_record(output_dir, export_dir, entry):
     exports.pop(key, None)
   else:
     exports[key] = entry
-  path = os.path.join(output_dir, EXPORTS_NAME)
-  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-    f.write(json.dumps(exports, indent=2, sort_keys=True) + "\n")
-  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+  write_json(os.path.join(output_dir, EXPORTS_NAME), exports)

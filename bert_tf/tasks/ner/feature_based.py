@@ -17,6 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import run_folder
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.ner import labels as ner_labels
 
@@ -196,7 +197,7 @@ def record_path(weights_path):
 
 def write_record(weights_path, record):
   """What the weights at `weights_path` were trained with, beside them."""
-  ner_labels.write_json(record_path(weights_path), record)
+  run_folder.write_json(record_path(weights_path), record, sort_keys=False)
 
 
 def check_record(weights_path, flag_values, checkpoint, checkpoint_sha1):

@@ -13,7 +13,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints, head_labels, names
+from bert_tf import checkpoints, head_labels, names, run_folder
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.ner.data import detect_scheme, label_list, read_conll, to_iob2
 
@@ -58,10 +58,6 @@ def read_stored(output_dir):
   return read_json(os.path.join(output_dir, LABELS_FILE), "Labels file")
 
 
-def write_json(path, data):
-  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-    f.write(json.dumps(data, indent=2) + "\n")
-  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
 def reconcile(given, trained, where):
@@ -125,7 +121,7 @@ class RunLabels:
 
   def write(self, output_dir):
     """Writes `record` beside the model fine-tuned in `output_dir` (read by use_trained)."""
-    write_json(os.path.join(output_dir, LABELS_FILE), self.record())
+    run_folder.write_json(os.path.join(output_dir, LABELS_FILE), self.record(), sort_keys=False)
 
   def read(self, path, split, output_dir):
     """The documents of the file of a run's `split` ("train", "eval", "predict"), read from

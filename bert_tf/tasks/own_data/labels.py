@@ -213,9 +213,7 @@ def write(output_dir, schema, threshold=None):
   """Writes the schema (and the run's --threshold) beside the checkpoints in `output_dir`."""
   path = os.path.join(output_dir, LABELS_FILE)
   record = dict(schema.record(), **({} if threshold is None else {"threshold": threshold}))
-  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-    f.write(json.dumps(record, indent=2) + "\n")
-  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+  run_folder.write_json(path, record, sort_keys=False)
 
 
 def check_known(path, rows, schema, given):
