@@ -55,6 +55,9 @@ flags.DEFINE_integer("batch_size", 32, "Training (and evaluation) batch size.")
 flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
 flags.DEFINE_float("num_train_epochs", 4.0, "Epochs.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
+flags.DEFINE_bool("adam_bias_correction", True, "Give run_classifier --adam_bias_correction, "
+                  "so both sides run the same Adam (torch's AdamW corrects its moments; the "
+                  "original's AdamWeightDecay, run_classifier's default, does not).")
 flags.DEFINE_integer("seed", None, "run_classifier's --shuffle_seed (data order, weight "
                      "initialization, dropout) and the peer's torch seed. Default: "
                      "run_classifier's own default, and 0 for torch.")
@@ -223,6 +226,8 @@ def main(_):
       "--predict_batch_size=%d" % FLAGS.batch_size, "--learning_rate=%g" % FLAGS.learning_rate,
       "--num_train_epochs=%g" % FLAGS.num_train_epochs,
       "--warmup_proportion=%g" % FLAGS.warmup_proportion]
+  if FLAGS.adam_bias_correction:
+    common_flags.append("--adam_bias_correction")
   if FLAGS.seed is not None:
     common_flags.append("--shuffle_seed=%d" % FLAGS.seed)
   results = common.Results("own_data", {

@@ -5,7 +5,9 @@ Semantics of google-research/bert `optimization.py`, kept exactly:
 * learning rate at optimizer step k (k = 0, 1, ...): `init_lr * k / warmup` while
   k < warmup, else `init_lr * (1 - min(k, N) / N)`; so the first step uses lr 0 and
   only fills the moments;
-* Adam without bias correction, epsilon added after the square root (1e-6);
+* Adam without bias correction, epsilon added after the square root (1e-6) (a quirk:
+  the first hundred updates are several times those of Kingma & Ba's Adam; the
+  correction is offered behind `bias_correction`, off by default);
 * decoupled weight decay 0.01 (`update += 0.01 * param` before scaling by lr),
   skipped for variables whose Google name matches LayerNorm, layer_norm or bias;
 * gradients clipped to global norm 1.0 (done by the training loop on the gradients
@@ -58,13 +60,16 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
   """The original AdamWeightDecayOptimizer as a Keras optimizer.
 
   Slots are named `adam_m` / `adam_v` like the original's `<param>/adam_m|adam_v`.
+  `bias_correction` divides the moments by (1 - beta^t) at update t (1, 2, ...), as
+  torch's AdamW does; the original does not.
   """
 
   def __init__(self, learning_rate, variable_names, weight_decay_rate=0.01, beta_1=0.9,
                beta_2=0.999, epsilon=1e-6, exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
-               name="AdamWeightDecay", **kwargs):
+               bias_correction=False, name="AdamWeightDecay", **kwargs):
     super().__init__(learning_rate=learning_rate, name=name, **kwargs)
     self.weight_decay_rate = weight_decay_rate
+    self.bias_correction = bool(bias_correction)
     self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
     self._variable_names = dict(variable_names)
     self._exclude = tuple(exclude_from_weight_decay)
@@ -88,7 +93,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     m, v = self._m[index], self._v[index]
     next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
     next_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient)
-    update = next_m / (ops.sqrt(next_v) + self.epsilon)
+    if self.bias_correction:
+      t = ops.cast(self.iterations + 1, variable.dtype)
+      update = (next_m / (1.0 - ops.power(self.beta_1, t))) / (
+          ops.sqrt(next_v / (1.0 - ops.power(self.beta_2, t))) + self.epsilon)
+    else:
+      update = next_m / (ops.sqrt(next_v) + self.epsilon)
     if self._uses_decay(variable):
       update = update + self.weight_decay_rate * variable
     self.assign(m, next_m)
@@ -103,14 +113,16 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
   def get_config(self):
     config = super().get_config()
     config.update({"weight_decay_rate": self.weight_decay_rate, "beta_1": self.beta_1,
-                   "beta_2": self.beta_2, "epsilon": self.epsilon})
+                   "beta_2": self.beta_2, "epsilon": self.epsilon,
+                   "bias_correction": self.bias_correction})
     return config
 
 
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, variable_names,
-                     optimizer_type="adamw"):
+                     optimizer_type="adamw", bias_correction=False):
   """The original `create_optimizer` minus clipping (the loop clips the summed gradients).
 
+  bias_correction: Adam's bias correction for adamw (AdamWeightDecay's docstring).
   optimizer_type "lamb" uses Keras' LAMB with the same schedule, weight decay rate
   and exclusions (not in the original code; offered for large-batch pretraining).
   """
@@ -120,8 +132,11 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, variable_names,
     raise UserInputError("num_warmup_steps must be >= 0, got %d." % num_warmup_steps)
   schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
   if optimizer_type == "adamw":
-    return AdamWeightDecay(schedule, variable_names)
+    return AdamWeightDecay(schedule, variable_names, bias_correction=bias_correction)
   if optimizer_type == "lamb":
+    if bias_correction:
+      raise UserInputError("--adam_bias_correction is for --optimizer=adamw; LAMB always "
+                           "corrects its moments.")
     optimizer = keras.optimizers.Lamb(learning_rate=schedule, beta_1=0.9, beta_2=0.999,
                                       epsilon=1e-6, weight_decay=0.01)
     optimizer.exclude_from_weight_decay(

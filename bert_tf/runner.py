@@ -506,6 +506,8 @@ def training_settings(run, hooks, inputs):
   options = run.options
   settings = {"bert_config": run.config.to_dict(), "optimizer": options.optimizer,
               "loss_scale": options.mixed_precision == "float16"}
+  if options.adam_bias_correction:  # recorded only when on, so older states read as off
+    settings["adam_bias_correction"] = True
   if hooks.uses_tokenizer:
     settings.update(vocab_sha1=run_folder.file_digest(options.vocab_file),
                     do_lower_case=options.do_lower_case, strip_accents=options.strip_accents)
@@ -528,7 +530,8 @@ def make_trainer(options, strategy, task, num_train_steps, num_warmup_steps, set
   trainer = training.Trainer(
       strategy, task, options.output_dir,
       lambda names: optimization.create_optimizer(options.learning_rate, num_train_steps,
-                                                  num_warmup_steps, names, options.optimizer),
+                                                  num_warmup_steps, names, options.optimizer,
+                                                  options.adam_bias_correction),
       init_checkpoint=init_checkpoint or options.init_checkpoint,
       accumulation_steps=options.gradient_accumulation_steps,
       loss_scale=options.mixed_precision == "float16", jit_compile=options.jit_compile,

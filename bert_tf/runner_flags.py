@@ -71,6 +71,7 @@ class RunOptions:
   jit_compile: bool = False
   gradient_accumulation_steps: int = 1
   optimizer: str = "adamw"
+  adam_bias_correction: bool = False  # the original's AdamWeightDecay has none
   pad_to_max_seq_length: bool = False
   shuffle_seed: int = 12345
 
@@ -104,6 +105,9 @@ class RunOptions:
                            self.warmup_proportion)
     if self.learning_rate < 0:
       raise UserInputError("--learning_rate must not be negative, got %s." % self.learning_rate)
+    if self.adam_bias_correction and self.optimizer != "adamw":
+      raise UserInputError("--adam_bias_correction is for --optimizer=adamw; LAMB always "
+                           "corrects its moments. Drop one of them.")
 
   def check_best_checkpoint(self):
     """--eval_every_steps evaluates the eval file (so it needs --do_eval) on one worker;
@@ -193,6 +197,11 @@ def define_hardware_flags(flag_values=flags.FLAGS):
   flags.DEFINE_enum("optimizer", _DEFAULT["optimizer"], ["adamw", "lamb"],
                     "adamw: the original AdamWeightDecay. lamb: LAMB with the same schedule.",
                     flag_values=f)
+  flags.DEFINE_bool("adam_bias_correction", _DEFAULT["adam_bias_correction"],
+                    "With --optimizer=adamw: correct Adam's moments for their zero start, as "
+                    "torch's AdamW and Kingma & Ba's Adam do. The original does not, so its "
+                    "first few hundred updates are up to 6x larger: short fine-tuning runs at "
+                    "high learning rates can collapse to one class.", flag_values=f)
   flags.DEFINE_bool("pad_to_max_seq_length", _DEFAULT["pad_to_max_seq_length"],
                     "Run every batch at --max_seq_length, as the original's fixed TPU shapes. By "
                     "default each batch is cut to its longest real sequence (a multiple of 16 "

@@ -90,3 +90,33 @@ def test_accumulated_micro_batches_update_like_one_big_batch():
   for name in big_names:
     np.testing.assert_allclose(small_names[name].numpy(), big_names[name].numpy(), rtol=0,
                                atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_bias_correction_takes_unit_steps_on_a_constant_gradient(bias_correction):
+  """Hand-worked: with a constant gradient g, corrected moments are g and g^2, so every
+  update is lr * g / (|g| + eps); the original's uncorrected first update is
+  lr * 0.1 g / (sqrt(0.001) |g| + eps), about 3.16 lr."""
+  variable = tf.Variable([1.0, -2.0], name="w")
+  optimizer = optimization.AdamWeightDecay(0.01, {"layer/bias": variable},
+                                           bias_correction=bias_correction)
+  gradient = tf.constant([0.5, -0.25])
+  moved = []
+  for _ in range(3):
+    before = variable.numpy().copy()
+    optimizer.apply_gradients([(gradient, variable)])
+    moved.append(before - variable.numpy())
+  g = gradient.numpy()
+  if bias_correction:
+    want = [0.01 * g / (np.abs(g) + 1e-6)] * 3
+  else:
+    want = [0.01 * (1 - 0.9 ** t) * g / (np.sqrt(1 - 0.999 ** t) * np.abs(g) + 1e-6)
+            for t in (1, 2, 3)]
+    assert moved[0][0] == pytest.approx(0.0316, rel=1e-3)
+  # a difference of float32 values near 2 is exact to their spacing
+  np.testing.assert_allclose(moved, want, rtol=1e-5, atol=2 * np.spacing(np.float32(2)))
+
+
+def test_bias_correction_is_refused_with_lamb():
+  with pytest.raises(Exception, match="adamw"):
+    optimization.create_optimizer(1e-3, 10, 1, {}, "lamb", bias_correction=True)
