@@ -49,6 +49,16 @@ flags.DEFINE_integer("doc_stride", None,
                      "With --long_document=windows: when splitting up a long document into "
                      "windows, how much stride to take between windows (default %d)."
                      % glue_windows.DEFAULT_DOC_STRIDE)
+flags.DEFINE_enum("window_training", None, list(glue_windows.TRAINING_RULES),
+                  "With --long_document=windows, how training reads a document: document: its "
+                  "windows in one step, the loss on their pooled logits (--window_pooling), a "
+                  "batch of documents; window: every window a training example with its "
+                  "document's label, a batch of windows (default %s)."
+                  % glue_windows.DEFAULT_TRAINING)
+flags.DEFINE_integer("max_train_windows", None,
+                     "With --window_training=document: a training document's first windows "
+                     "that it trains on (evaluation and prediction read them all) (default %d)."
+                     % glue_windows.DEFAULT_MAX_TRAIN_WINDOWS)
 flags.DEFINE_enum("window_pooling", None, list(glue_windows.POOLINGS),
                   "With --long_document=windows: how an example's prediction combines its "
                   "windows' logits: their mean, their max per label, or any: the window least "
@@ -118,7 +128,7 @@ class ClassifierHooks(runner.TaskHooks):
   def check_windows(self, options):
     f = self.flags
     if f.long_document != "windows":
-      for name in ("doc_stride", "window_pooling"):
+      for name in ("doc_stride", "window_pooling", "window_training", "max_train_windows"):
         if getattr(f, name) is not None:
           raise UserInputError("--%s=%s is for --long_document=windows; drop it or add "
                                "--long_document=windows." % (name, getattr(f, name)))
@@ -128,10 +138,24 @@ class ClassifierHooks(runner.TaskHooks):
                            "is a question and its long text is text_b (SQuAD-style); use "
                            "--long_document=truncate, or run_squad.py for long passages."
                            % self.task_name.upper())
+    training = f.window_training or glue_windows.DEFAULT_TRAINING
+    if f.max_train_windows is not None and training != "document":
+      raise UserInputError("--max_train_windows=%d is for --window_training=document; drop "
+                           "it." % f.max_train_windows)
     self.windows = glue.WindowOptions(
         glue_windows.DEFAULT_DOC_STRIDE if f.doc_stride is None else f.doc_stride,
-        f.window_pooling or glue_windows.DEFAULT_POOLING)
+        f.window_pooling or glue_windows.DEFAULT_POOLING, training,
+        glue_windows.DEFAULT_MAX_TRAIN_WINDOWS if f.max_train_windows is None
+        else f.max_train_windows)
     checks.check_positive("doc_stride", self.windows.doc_stride)
+    checks.check_positive("max_train_windows", self.windows.max_train_windows)
+    if self.windows.by_document and options.do_train and (
+        options.jit_compile or options.strategy == "tpu"):
+      raise UserInputError("--window_training=document runs each batch's real windows only, a "
+                           "count that changes from batch to batch, which %s cannot compile; "
+                           "drop %s or add --window_training=window." % (
+                               ("XLA", "--jit_compile") if options.jit_compile else
+                               ("a TPU", "--use_tpu")))
     if self.regression and self.windows.pooling == "any":
       raise UserInputError("--window_pooling=any picks the window least likely to be the first "
                            "label, and %s has no labels (regression); use mean or max."
@@ -186,6 +210,9 @@ class ClassifierHooks(runner.TaskHooks):
   def encode(self, run, split, examples):
     """The original's file_based_convert_examples_to_features (with windows: every window of
     every example, their counts kept for pooling)."""
+    if self.windows and split == "train" and self.windows.by_document:
+      yield from self.encode_documents(run, examples)
+      return
     if self.windows:
       yield from self.encode_windows(run, split, examples)
       return
@@ -196,6 +223,17 @@ class ClassifierHooks(runner.TaskHooks):
   def example_windows(self, run, example):
     return glue_windows.example_windows(example, self.label_list, run.options.max_seq_length,
                                         run.tokenizer, self.windows.doc_stride)
+
+  def encode_documents(self, run, examples):
+    """A record per training document: its first max_train_windows windows (the input's
+    shuffle mixes documents as it mixes truncated examples)."""
+    counts = self.window_counts["train"] = []
+    for example in examples:
+      features, count = glue_windows.document_features(
+          example, self.label_list, run.options.max_seq_length, run.tokenizer,
+          self.windows.doc_stride, self.windows.max_train_windows)
+      counts.append(count)
+      yield glue.encode_features(features)
 
   def encode_windows(self, run, split, examples):
     """Training windows are written example by example in a seeded random order: the input's
@@ -215,25 +253,41 @@ class ClassifierHooks(runner.TaskHooks):
       yield from [padding] * (-sum(counts) % run.options.batch_size(split))
 
   def train_steps(self, run, examples):
-    """Steps over windows (with --long_document=windows a batch is windows, not examples)."""
+    """Steps over documents, or with --window_training=window over windows (a batch is
+    windows, not examples)."""
     if not (self.windows and examples):
       return super().train_steps(run, examples)
     counts = [glue_windows.count_windows(example, run.options.max_seq_length, run.tokenizer,
                                          self.windows.doc_stride) for example in examples]
-    logging.info("--long_document=windows, training set: %s", glue_windows.describe(counts))
+    cap = self.windows.max_train_windows if self.windows.by_document else None
+    logging.info("--long_document=windows, training set: %s", glue_windows.describe(counts, cap))
+    if self.windows.by_document:
+      logging.info("--window_training=document: a batch is %d documents, each with its windows "
+                   "(at most %d); the loss is on their logits pooled by %s.",
+                   run.options.train_batch_size, cap, self.windows.pooling)
+      return super().train_steps(run, examples)
+    logging.info("--window_training=window: a batch is %d windows, each with its document's "
+                 "label.", run.options.train_batch_size)
     return run.options.train_steps(sum(counts))
 
   def describe(self, run, split, examples):
     if not self.windows:
       return super().describe(run, split, examples)
-    return glue_windows.describe(self.window_counts[split])
+    by_document = split == "train" and self.windows.by_document
+    return glue_windows.describe(self.window_counts[split],
+                                 self.windows.max_train_windows if by_document else None)
 
   def feature_spec(self, run, split):
+    if self.windows and split == "train" and self.windows.by_document:
+      return glue_windows.document_feature_spec(run.options.max_seq_length,
+                                                self.windows.max_train_windows, self.regression)
     return glue.feature_spec(run.options.max_seq_length, self.regression)
 
   def make_task(self, run):
     return glue.ClassificationTask(run.config, len(self.label_list) if self.label_list else 1,
-                                   self.regression, **run.options.task_options())
+                                   self.regression, windows=self.windows,
+                                   max_seq_length=run.options.max_seq_length,
+                                   **run.options.task_options())
 
   def settings(self, run):
     """The task and labels; when training on windows, how its data was cut (a resume that
@@ -244,7 +298,9 @@ class ClassifierHooks(runner.TaskHooks):
     settings = {"task_name": self.task_name, "labels": self.label_list}
     if self.windows and run.options.do_train:
       settings.update(long_document="windows", doc_stride=self.windows.doc_stride,
-                      window_pooling=self.windows.pooling)
+                      window_pooling=self.windows.pooling, window_training=self.windows.training)
+      if self.windows.by_document:
+        settings["max_train_windows"] = self.windows.max_train_windows
     return settings
 
   def head_labels(self, run):

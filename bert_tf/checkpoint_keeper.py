@@ -35,10 +35,11 @@ from bert_tf.errors import UserInputError, io_reason
 # and saving cadence are bookkeeping; how a classifier pools its windows' logits is applied
 # at evaluation and prediction only).
 CHANGEABLE_SETTINGS = ("num_train_epochs", "num_train_steps", "save_checkpoints_steps",
-                       "iterations_per_loop", "window_pooling")
+                       "iterations_per_loop", "window_pooling")  # pooling: logged
 # Settings a run records only when they are not the default (every state saved before
 # they existed was made with the default): absent, on either side, compares as the default.
-UNRECORDED_DEFAULTS = {"long_document": "truncate"}
+# (window_training: states saved before it was recorded trained every window on its own.)
+UNRECORDED_DEFAULTS = {"long_document": "truncate", "window_training": "window"}
 _ABSENT = object()
 # Errors that mean a state file is unreadable (cut short or corrupt), not mismatched.
 _DAMAGE_ERRORS = (IndexError, tf.errors.DataLossError)

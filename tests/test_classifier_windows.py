@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import example_codec, packing, tokenization
+from bert_tf import example_codec, input_pipeline, packing, tokenization
 from bert_tf.run_lock import LOCK_NAME
 from bert_tf.tasks import glue
 from bert_tf.tasks.glue import export as glue_export
+from bert_tf.tasks.glue import model as glue_model
 from bert_tf.tasks.glue import windows
-from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, assert_float32_close
+from conftest import (FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, assert_float32_close,
+                      tiny_config)
 from helpers import ROOT, run_serving_script
 
 LETTERS = "a b c d e f g h i j"  # ten words, each one piece of the uncased vocab
@@ -140,6 +142,76 @@ def test_in_graph_pooling_is_per_row(pooling, graph_tokenizer):
   assert counts.tolist() == [4, 1, 9]
 
 
+@pytest.mark.parametrize("pooling", ["mean", "max", "any"])
+def test_training_pooling_equals_the_prediction_pooling(pooling):
+  """model.pool_windows on [documents, windows, labels] with empty windows padding the rest
+  gives glue/windows.pool's answer on the real windows alone, whatever the padding holds."""
+  rng = np.random.default_rng(7)
+  counts = [3, 1, 4, 2]
+  real = np.arange(4)[None, :] < np.array(counts)[:, None]
+  logits = rng.normal(size=(4, 4, 3)).astype(np.float32) * 3
+  padded = np.where(real[..., None], logits, 1e3)  # padding that would win every pooling
+  pooled = glue_model.pool_windows(tf.constant(padded), tf.constant(real), pooling).numpy()
+  np.testing.assert_allclose(pooled, windows.pool(logits[real], counts, pooling), rtol=1e-6)
+
+
+def test_document_features_hand_worked(tokenizer):
+  """A training document's record: its first max_windows windows end to end, empty windows
+  after its last; the label once."""
+  example = glue.InputExample("x", LETTERS, None, "1")
+  per_window = windows.example_windows(example, ["0", "1"], 8, tokenizer, 4)
+  assert len(per_window) == 2
+  for cap in (1, 2, 3):
+    features, count = windows.document_features(example, ["0", "1"], 8, tokenizer, 4, cap)
+    assert count == 2
+    kept = per_window[:cap]
+    for part in range(3):
+      assert features[part] == [v for w in kept for v in w[part]] + [0] * 8 * (cap - len(kept))
+    assert features[3:] == (1, 1)
+    parsed = example_codec.parse_example(glue.encode_features(features))
+    assert len(parsed["input_ids"]) == 8 * cap
+  assert windows.describe([1, 3, 1, 2], 2) == (
+      "4 examples, 7 windows (2 examples longer than a window gave 5 of them); 1 documents "
+      "have more than 2 windows and train on their first 2")
+
+
+def test_a_document_batch_is_its_windows_pooled(tokenizer):
+  """ClassificationTask training by document: the logits of [documents, windows, seq] are
+  the pooled logits of each document's real windows run one by one, and the loss is the
+  cross-entropy of those pooled logits, by hand."""
+  config = tiny_config()
+  texts = [LETTERS + " " + LETTERS, "a b", LETTERS]
+  labels = ["1", "0", "0"]
+  for pooling in ("mean", "any"):
+    options = windows.WindowOptions(4, pooling, "document", 3)
+    task = glue.ClassificationTask(config, 2, windows=options, max_seq_length=8)
+    model = task.create_model()
+    documents, per_window, counts = [], [], []
+    for text, label in zip(texts, labels):
+      example = glue.InputExample("x", text, None, label)
+      documents.append(windows.document_features(example, ["0", "1"], 8, tokenizer, 4, 3)[0])
+      kept = windows.example_windows(example, ["0", "1"], 8, tokenizer, 4)[:3]
+      per_window += kept
+      counts.append(len(kept))
+    assert counts == [3, 1, 2]  # the first document cut to 3 of its 5 windows
+
+    def batch(rows):
+      names = ("input_ids", "input_mask", "segment_ids", "label_ids", "is_real_example")
+      return input_pipeline.to_model_names(
+          {n: tf.constant([list(r[i]) if i < 3 else [r[i]] for r in rows], tf.int32)
+           for i, n in enumerate(names)})
+
+    document_batch = batch(documents)
+    logits = model(task.model_features(document_batch)).numpy()
+    one_by_one = model(batch(per_window)).numpy()
+    expected = windows.pool(one_by_one, counts, pooling)
+    assert_float32_close(logits, expected, ulps=16)
+    numerators = task.loss_numerators(model, document_batch, training=False)
+    log_p = expected - np.log(np.exp(expected).sum(axis=1, keepdims=True))
+    by_hand = -np.sum(log_p[np.arange(3), [1, 0, 0]])
+    assert float(numerators["classification"]) == pytest.approx(by_hand, rel=1e-5)
+
+
 def test_empty_text_a_beside_a_long_text_b_answers_as_the_runner(tokenizer, graph_tokenizer):
   """Issue 38 case 12: a text_a with no pieces (empty, or control characters only) beside a
   text_b that fills the room left text_a 0 pieces a window and the export's windows divided by
@@ -193,11 +265,14 @@ def _mrpc_with_long_texts(folder):
   return folder
 
 
-def _args(data, output_dir, *extra):
+def _args(data, output_dir, *extra, training="window"):
+  """run_classifier's flags for the MRPC windows data (`training`: --window_training, None to
+  leave it to its default)."""
+  rule = ["--window_training=" + training] if training else []
   return ["--task_name=MRPC", "--data_dir=%s" % data, "--vocab_file=%s" % VOCAB_UNCASED,
           "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
           "--max_seq_length=32", "--output_dir=%s" % output_dir, "--long_document=windows",
-          *extra]
+          *rule, *extra]
 
 
 def _results(path):
@@ -213,8 +288,9 @@ print(json.dumps(out["probabilities"].numpy().tolist()))
 
 @pytest.fixture(scope="module")
 def windows_run(tmp_path_factory, script_session):
-  """One windows run (stride 12) trained one epoch, evaluated, predicted and exported, by the
-  module's run_classifier process: (data folder, output folder, export folder, its result)."""
+  """One windows run (stride 12, --window_training=window) trained one epoch, evaluated,
+  predicted and exported, by the module's run_classifier process: (data folder, output
+  folder, export folder, its result)."""
   folder = tmp_path_factory.mktemp("windows")
   data = _mrpc_with_long_texts(folder / "MRPC")
   out, export_dir = folder / "out", folder / "export"
@@ -266,8 +342,9 @@ def test_windows_through_run_classifier_and_its_export(windows_run, tmp_path, to
       -np.mean(np.log(probabilities[np.arange(len(labels)), labels])), rel=1e-5)
   assert "eval_f1" in eval_results
   settings = json.loads((out / "training_state" / "settings.json").read_text())
-  assert (settings["long_document"], settings["doc_stride"], settings["window_pooling"]) == (
-      "windows", 12, "mean")
+  assert (settings["long_document"], settings["doc_stride"], settings["window_pooling"],
+          settings["window_training"]) == ("windows", 12, "mean", "window")
+  assert "max_train_windows" not in settings
   # The export reads the long texts as the runner did (a fresh process, without bert_tf).
   meta = json.loads((export_dir / "assets.extra" / "bert_tf_export.json").read_text())
   assert (meta["long_document"], meta["doc_stride"], meta["window_pooling"]) == (
@@ -275,6 +352,44 @@ def test_windows_through_run_classifier_and_its_export(windows_run, tmp_path, to
   served = run_serving_script(_SERVE, tmp_path, [export_dir], {
       "a": [e.text_a for e in examples], "b": [e.text_b for e in examples]})
   assert_float32_close(np.array(served), probabilities, ulps=64)
+
+
+@pytest.mark.slow
+def test_training_by_document_through_run_classifier(tmp_path, tokenizer, script_session):
+  """The default rule: a record per document (at most --max_train_windows windows), a step
+  per batch of documents, the log's account, the rule in the stored settings; evaluation
+  and prediction read every window as the window rule does."""
+  data = _mrpc_with_long_texts(tmp_path / "MRPC")
+  out = tmp_path / "out"
+  result = script_session("run_classifier.py")(*_args(
+      data, out, "--doc_stride=12", "--max_train_windows=3", "--do_train", "--do_eval",
+      "--do_predict", "--train_batch_size=4", "--num_train_epochs=1", "--eval_batch_size=5",
+      "--predict_batch_size=5", training=None))
+  assert result.returncode == 0, result.stderr[-3000:]
+  processor = glue.MrpcProcessor()
+  examples = processor.get_train_examples(str(data))
+  documents = [windows.document_features(e, processor.get_labels(), 32, tokenizer, 12, 3)
+               for e in examples]
+  records = [r.numpy() for r in tf.data.TFRecordDataset(str(out / "train.tf_record"))]
+  assert records == [glue.encode_features(f) for f, _ in documents]  # in the file's order
+  counts = [count for _, count in documents]
+  assert max(counts) > 3  # a document cut to its first 3 windows
+  assert windows.describe(counts, 3) in result.stderr
+  assert ("--window_training=document: a batch is 4 documents, each with its windows (at most "
+          "3); the loss is on their logits pooled by mean.") in result.stderr
+  eval_results = _results(out / "eval_results.txt")
+  assert eval_results["global_step"] == len(examples) // 4
+  settings = json.loads((out / "training_state" / "settings.json").read_text())
+  assert (settings["window_training"], settings["max_train_windows"]) == ("document", 3)
+  probabilities = np.loadtxt(out / "test_results.tsv")
+  assert probabilities.shape == (len(processor.get_test_examples(str(data))), 2)
+  # A resume that would train every window on its own stops before writing anything.
+  before = _digests(out)
+  refused = script_session("run_classifier.py")(*_args(
+      data, out, "--doc_stride=12", *_TRAIN))
+  assert refused.returncode == 2, refused.stderr[-2000:]
+  assert 'window_training: "document" when the state was saved, "window" now' in refused.stderr
+  assert _digests(out) == before
 
 
 # Resuming windows_run's folder (a copy per test) otherwise. A resume that trains on other
@@ -298,7 +413,8 @@ def _copy(windows_run, tmp_path):
 
 
 def _truncate(args):
-  return [a for a in args if a != "--long_document=windows"]
+  return [a for a in args
+          if a != "--long_document=windows" and not a.startswith("--window_training")]
 
 
 @pytest.mark.slow
@@ -324,6 +440,27 @@ def test_resume_of_a_windows_state_without_windows_stops_before_writing_anything
   assert "doc_stride: 12 when the state was saved, (not set) now" in refused.stderr
   assert "Traceback" not in refused.stderr
   assert _digests(out) == before
+
+
+@pytest.mark.slow
+def test_a_state_saved_before_the_rule_was_recorded_resumes_as_the_window_rule(
+    windows_run, tmp_path, script_session):
+  """Such a state trained every window on its own: it resumes under --window_training=window
+  and stops, nothing written, under the new default."""
+  data, out = _copy(windows_run, tmp_path)
+  path = out / "training_state" / "settings.json"
+  settings = json.loads(path.read_text())
+  del settings["window_training"]
+  path.write_text(json.dumps(settings))
+  before = _digests(out)
+  refused = script_session("run_classifier.py")(*_args(data, out, "--doc_stride=12", *_TRAIN,
+                                                        training=None))
+  assert refused.returncode == 2, refused.stderr[-2000:]
+  assert 'window_training: "window" when the state was saved, "document" now' in refused.stderr
+  assert _digests(out) == before
+  resumed = script_session("run_classifier.py")(*_args(data, out, "--doc_stride=12", *_TRAIN))
+  assert resumed.returncode == 0, resumed.stderr[-2000:]
+  assert "Already trained to step" in resumed.stderr
 
 
 @pytest.mark.slow
@@ -434,6 +571,18 @@ def test_bad_flags_tpu_padding_and_regression(tmp_path):
       (["--task_name=STS-B", "--do_eval", "--long_document=windows", "--window_pooling=any"],
        "--window_pooling=any picks the window least likely to be the first label, and STS-B has "
        "no labels (regression); use mean or max."),
+      (["--task_name=STS-B", "--do_eval", "--window_training=document"],
+       "--window_training=document is for --long_document=windows; drop it or add "
+       "--long_document=windows."),
+      (["--task_name=STS-B", "--do_eval", "--long_document=windows", "--max_train_windows=0"],
+       "--max_train_windows must be a positive integer, got 0."),
+      (["--task_name=STS-B", "--do_eval", "--long_document=windows", "--window_training=window",
+        "--max_train_windows=4"],
+       "--max_train_windows=4 is for --window_training=document; drop it."),
+      (["--task_name=STS-B", "--do_train", "--long_document=windows", "--jit_compile"],
+       "--window_training=document runs each batch's real windows only, a count that changes "
+       "from batch to batch, which XLA cannot compile; drop --jit_compile or add "
+       "--window_training=window."),
       (["--task_name=QNLI", "--do_eval", "--long_document=windows"],
        "--long_document=windows cuts text_a into windows, but QNLI's text_a is a question and "
        "its long text is text_b (SQuAD-style); use --long_document=truncate, or run_squad.py "

@@ -8,6 +8,15 @@ example's label, and an example's prediction pools its windows' logits: their me
 max per label, or `any`: the window least likely to be the first label decides, so a yes/no
 task whose "no" comes first (a topic) says yes when any window does.
 
+Training reads a document one of two ways (`TRAINING_RULES`):
+* `document` (the default): a record per document holds its first `max_train_windows`
+  windows (empty windows pad the rest); the model pools their logits as prediction does
+  (ClassifierModel) and the loss is the document's, so a document is right when its
+  pooled answer is, and a window that does not carry the label is not taught that it
+  does (multiple-instance learning). A batch is documents, as with truncate.
+* `window`: every window is a training example carrying its document's label (the first
+  rule; it loses on data whose label sits in one part of the document).
+
 Pairs keep text_b in every window: `[CLS] window of a [SEP] b [SEP]`. When text_b would
 leave text_a less than half of the max_seq_length - 3 pieces, text_b is cut at its end
 to what that half leaves (`window_room`). An example that fits is one window, the very
@@ -19,19 +28,30 @@ import dataclasses
 import numpy as np
 
 from bert_tf import packing
-from bert_tf.tasks.glue.features import label_id_of
+from bert_tf.tasks.glue.features import feature_spec, label_id_of
 
 MODES = ("truncate", "windows")
 POOLINGS = ("mean", "max", "any")
+TRAINING_RULES = ("document", "window")
 DEFAULT_DOC_STRIDE = 128  # run_squad's and run_ner's default
 DEFAULT_POOLING = "mean"
+DEFAULT_TRAINING = "document"
+DEFAULT_MAX_TRAIN_WINDOWS = 8
 
 
 @dataclasses.dataclass(frozen=True)
 class WindowOptions:
-  """How long examples become windows and how their logits make one prediction."""
+  """How long examples become windows, how training reads them (`training`: one of
+  TRAINING_RULES; `max_train_windows`: the windows a training document keeps with
+  `document`) and how their logits make one prediction."""
   doc_stride: int = DEFAULT_DOC_STRIDE
   pooling: str = DEFAULT_POOLING
+  training: str = DEFAULT_TRAINING
+  max_train_windows: int = DEFAULT_MAX_TRAIN_WINDOWS
+
+  @property
+  def by_document(self):
+    return self.training == "document"
 
 
 def min_seq_length(text_pair):
@@ -77,12 +97,36 @@ def example_windows(example, label_list, max_seq_length, tokenizer, doc_stride):
   return features
 
 
-def describe(counts):
-  """The log's account of the windows: how many examples were long, and what they gave."""
+def document_features(example, label_list, max_seq_length, tokenizer, doc_stride, max_windows):
+  """(feature tuple of `document_feature_spec`, windows the document has): its first
+  `max_windows` windows end to end, empty (all-zero) windows after its last."""
+  windows = example_windows(example, label_list, max_seq_length, tokenizer, doc_stride)
+  kept = windows[:max_windows]
+  empty = [0] * max_seq_length
+  flat = [[value for window in kept for value in window[part]] +
+          empty * (max_windows - len(kept)) for part in range(3)]
+  return (*flat, windows[0][3], 1), len(windows)
+
+
+def document_feature_spec(max_seq_length, max_windows, regression=False):
+  """The record layout of a training document: `max_windows` windows of the truncate
+  layout end to end (input_ids, input_mask, segment_ids of max_windows * max_seq_length),
+  one label, is_real_example."""
+  return feature_spec(max_windows * max_seq_length, regression)
+
+
+def describe(counts, max_windows=None):
+  """The log's account of the windows: how many examples were long, and what they gave
+  (with `max_windows`, a training document's cap: how many documents it cut)."""
   counts = np.asarray(counts, np.int64)
   long = counts > 1
-  return "%d examples, %d windows (%d examples longer than a window gave %d of them)" % (
+  text = "%d examples, %d windows (%d examples longer than a window gave %d of them)" % (
       len(counts), counts.sum(), long.sum(), counts[long].sum())
+  if max_windows:
+    cut = counts > max_windows
+    text += "; %d documents have more than %d windows and train on their first %d" % (
+        cut.sum(), max_windows, max_windows)
+  return text
 
 
 def pool(values, counts, pooling):
