@@ -710,15 +710,19 @@ def test_own_windows_single_label_records_pooling_and_weighted_loss(tmp_path):
 
 
 def test_own_windows_regression_pools_predictions(tmp_path):
-  """Regression, training every window: the windows of each row carry its score, and a row's
-  prediction is the max of its windows' outputs (--window_pooling=max)."""
+  """Regression, training every window: the windows of each row carry its score, a row's
+  prediction is the max of its windows' outputs (--window_pooling=max), and eval_loss the
+  squared error of those."""
+  import types
   from bert_tf import example_codec, tokenization
+  from bert_tf.config import BertConfig
   from bert_tf.runner import Run, RunOptions
+  from bert_tf.tasks.own_data import model
   path = _write(tmp_path, "r.jsonl", '{"text": "%s", "label": 1.5}\n{"text": "a", "label": 0.5}'
                 '\n' % LONG)
-  hooks = _own_hooks(train_file=path, predict_file=path, doc_stride=4, window_pooling="max",
-                     window_training="window")
-  options = RunOptions(max_seq_length=8, do_train=True, do_predict=True,
+  hooks = _own_hooks(train_file=path, eval_file=path, predict_file=path, doc_stride=4,
+                     window_pooling="max", window_training="window")
+  options = RunOptions(max_seq_length=8, do_train=True, do_eval=True, do_predict=True,
                        output_dir=str(tmp_path / "out"), train_batch_size=2,
                        num_train_epochs=2.0, warmup_proportion=0.0)
   hooks.check(options)
@@ -731,6 +735,12 @@ def test_own_windows_regression_pools_predictions(tmp_path):
   assert len(list(hooks.encode(run, "predict", predict))) == 3
   values = hooks.row_values(run, "predict", {"predictions": np.array([0.25, 2.0, -1.0, 9.0])}, 2)
   np.testing.assert_array_equal(values, [2.0, -1.0])  # batch padding after the real windows
+  examples = hooks.read_examples(run, "eval")
+  assert len(list(hooks.encode(run, "eval", examples))) == 3
+  run.trainer = types.SimpleNamespace(model=model.OwnDataModel(
+      BertConfig.from_json_file(TINY_CONFIG), num_labels=1, problem_type="regression"))
+  assert hooks.pooled_loss(run, examples, {"predictions": np.array([0.25, 2.0, -1.0])}) == (
+      pytest.approx(((2.0 - 1.5) ** 2 + (-1.0 - 0.5) ** 2) / 2))
 
 
 @pytest.mark.parametrize("values, expected", [
