@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import UserInputError
+from bert_tf.run_lock import LOCK_NAME
 from bert_tf.tasks.own_data import data, metrics, postprocess, weights
 from bert_tf.tasks.own_data.data import Columns
 from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
@@ -831,3 +832,12 @@ def test_multi_label_windows_train_by_document_predict_and_export(tmp_path, scri
   np.testing.assert_allclose(answer["probabilities"], probabilities, atol=1e-5)
   assert [[x.decode() for x in row if x] for row in answer["labels"]] == [
       p["labels"] for p in lines]
+  # A resume that would cut other windows stops before writing anything.
+  before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != LOCK_NAME}
+  refused = script_session("run_classifier.py")(*_common(
+      tmp_path, "windows", path, "--long_document=windows", "--window_pooling=any",
+      "--doc_stride=4", "--max_train_windows=2"))
+  assert refused.returncode == 2, refused.stderr[-2000:]
+  assert "doc_stride: 6 when the state was saved, 4 now" in refused.stderr
+  assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != LOCK_NAME} == (
+      before)
