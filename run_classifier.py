@@ -116,6 +116,7 @@ class WindowHooks(runner.TaskHooks):
   `document_record`) and its truncated record (`encode_examples`)."""
 
   windows = None  # WindowOptions with --long_document=windows
+  trained_by = None  # the setting naming the data of a training run of these hooks
 
   def set_windows(self, options, what, text_pair, regression=False):
     """The windows flags checked (`what` names the data in an error) into self.windows."""
@@ -125,6 +126,24 @@ class WindowHooks(runner.TaskHooks):
     if self.windows:
       self.min_seq_length = glue_windows.min_seq_length(text_pair)
       self.one_record_per_example = False  # a long example gives several windows
+
+  def warn_if_trained_otherwise(self, options):
+    """Evaluating or predicting with other windows than the weights were trained on is
+    allowed (windows on a model trained on truncated texts, or to compare), but weights
+    trained on windows are easily read otherwise by forgetting a flag: the log warns."""
+    source = (options.output_dir if run_folder.has_training_state(options.output_dir)
+              else options.init_checkpoint)
+    recorded = run_folder.recorded_settings(source) if source else {}
+    if self.trained_by not in recorded or "train_data" not in recorded:
+      return  # not the record of such a classifier's training
+    trained_on = recorded.get("long_document", "truncate")
+    trained = _windows_flags(trained_on, recorded.get("doc_stride"))
+    now = _windows_flags(self.flags.long_document,
+                         self.windows.doc_stride if self.windows else None)
+    if now != trained:
+      log = logging.warning if trained_on == "windows" else logging.info
+      log("The weights in %s were trained with %s; this run reads its texts with %s (allowed; "
+          "pass %s to read them as training did).", source, trained, now, trained)
 
   def encode(self, run, split, examples):
     """encode_examples' records (with windows: every window of every example, their counts
@@ -240,6 +259,7 @@ class ClassifierHooks(WindowHooks):
   """A GLUE / XNLI task: the original's processors, features and metrics."""
 
   eval_with_predictions = True  # the GLUE metrics need each example's prediction
+  trained_by = "task_name"
 
   def __init__(self, task_flags):
     self.flags = task_flags
@@ -263,24 +283,6 @@ class ClassifierHooks(WindowHooks):
                            "--long_document=truncate, or run_squad.py for long passages."
                            % self.task_name.upper())
     self.set_windows(options, self.task_name.upper(), self.processor.is_pair, self.regression)
-
-  def warn_if_trained_otherwise(self, options):
-    """Evaluating or predicting with other windows than the weights were trained on is
-    allowed (windows on a model trained on truncated texts, or to compare), but weights
-    trained on windows are easily read otherwise by forgetting a flag: the log warns."""
-    source = (options.output_dir if run_folder.has_training_state(options.output_dir)
-              else options.init_checkpoint)
-    recorded = run_folder.recorded_settings(source) if source else {}
-    if "task_name" not in recorded or "train_data" not in recorded:
-      return  # not the record of a classifier's training
-    trained_on = recorded.get("long_document", "truncate")
-    trained = _windows_flags(trained_on, recorded.get("doc_stride"))
-    now = _windows_flags(self.flags.long_document,
-                         self.windows.doc_stride if self.windows else None)
-    if now != trained:
-      log = logging.warning if trained_on == "windows" else logging.info
-      log("The weights in %s were trained with %s; this run reads its texts with %s (allowed; "
-          "pass %s to read them as training did).", source, trained, now, trained)
 
   def read_examples(self, run, split):
     if split == "train":
@@ -412,6 +414,7 @@ class OwnDataHooks(WindowHooks):
   whichever hook needs it and memoized, the same whichever asks first."""
 
   eval_with_predictions = True  # the metrics need each row's prediction
+  trained_by = "problem_type"
   FILES = {"train": "train_file", "eval": "eval_file", "predict": "predict_file"}
 
   def __init__(self, task_flags):
@@ -440,6 +443,8 @@ class OwnDataHooks(WindowHooks):
     regression = (self.flags.long_document == "windows" and self.flags.window_pooling == "any"
                   and self.schema(options).problem_type == "regression")
     self.set_windows(options, "this run", self.columns.text_b is not None, regression)
+    if not options.do_train:
+      self.warn_if_trained_otherwise(options)
 
   def path(self, split):
     return getattr(self.flags, self.FILES[split])

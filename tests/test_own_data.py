@@ -841,3 +841,20 @@ def test_multi_label_windows_train_by_document_predict_and_export(tmp_path, scri
   assert "doc_stride: 6 when the state was saved, 4 now" in refused.stderr
   assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != LOCK_NAME} == (
       before)
+
+
+def test_own_windows_weights_read_without_windows_warn(tmp_path, caplog):
+  """As GLUE's: evaluating weights trained on windows with truncated texts is allowed, and the
+  log names the flags they were trained with."""
+  import logging
+  from bert_tf.runner import RunOptions
+  caplog.set_level(logging.INFO, logger="absl")
+  out = tmp_path / "out"
+  _state(out, {"problem_type": "single_label", "labels": ["neg", "pos"], "train_data": {},
+               "long_document": "windows", "doc_stride": 6})
+  path = _write(tmp_path, "e.csv", "text,label\nhi,pos\n")
+  hooks = _own_hooks(eval_file=path, long_document="truncate")
+  hooks.check(RunOptions(max_seq_length=16, do_eval=True, output_dir=str(out)))
+  assert ("were trained with --long_document=windows --doc_stride=6; this run reads its texts "
+          "with --long_document=truncate (allowed; pass --long_document=windows --doc_stride=6 "
+          "to read them as training did)") in caplog.text
