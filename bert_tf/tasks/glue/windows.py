@@ -31,7 +31,7 @@ import numpy as np
 
 from bert_tf import checks, packing
 from bert_tf.errors import UserInputError
-from bert_tf.tasks.glue.features import feature_spec, label_id_of
+from bert_tf.tasks.glue.features import label_id_of
 
 MODES = ("truncate", "windows")
 POOLINGS = ("mean", "max", "any")
@@ -158,18 +158,13 @@ def document_inputs(windows, max_seq_length, max_windows):
 
 
 def document_features(example, label_list, max_seq_length, tokenizer, doc_stride, max_windows):
-  """(feature tuple of `document_feature_spec`, windows the document has): its first
-  `max_windows` windows end to end, empty (all-zero) windows after its last."""
+  """(feature tuple, windows the document has): its first `max_windows` windows end to end,
+  empty (all-zero) windows after its last (input_ids, input_mask, segment_ids of
+  max_windows * max_seq_length: glue.feature_spec of that length), the label once,
+  is_real_example."""
   windows = example_windows(example, label_list, max_seq_length, tokenizer, doc_stride)
   flat = document_inputs(windows, max_seq_length, max_windows)
   return (*flat, windows[0][3], 1), len(windows)
-
-
-def document_feature_spec(max_seq_length, max_windows, regression=False):
-  """The record layout of a training document: `max_windows` windows of the truncate
-  layout end to end (input_ids, input_mask, segment_ids of max_windows * max_seq_length),
-  one label, is_real_example."""
-  return feature_spec(max_windows * max_seq_length, regression)
 
 
 def describe(counts, max_windows=None):
