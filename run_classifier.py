@@ -14,7 +14,8 @@ Tasks: cola, mnli, mnli-mm, mrpc, xnli, sst-2, qqp, qnli, rte, wnli, sts-b.
 Re-running the same command resumes training from --output_dir. --long_document=windows reads
 texts longer than --max_seq_length whole, as windows (docs/runners.md).
 Your own .csv/.tsv/.jsonl files instead of a GLUE task: --train_file, --eval_file,
---predict_file (single-label, multi-label or regression; docs/runners.md, "Your own data").
+--predict_file (single-label, multi-label or regression, long texts as windows too;
+docs/runners.md, "Your own data").
 """
 
 import dataclasses
@@ -26,11 +27,12 @@ from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checks, cli, run_folder, runner, runner_flags
+from bert_tf import cli, run_folder, runner, runner_flags
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue, own_data
 from bert_tf.tasks.glue import windows as glue_windows
-from bert_tf.tasks.own_data import data as own_data_files, labels as own_labels
+from bert_tf.tasks.own_data import (data as own_data_files, features as own_features,
+                                    labels as own_labels)
 
 FLAGS = flags.FLAGS
 
@@ -44,7 +46,8 @@ flags.DEFINE_string("xnli_language", "zh", "Language of the xnli task (the origi
 flags.DEFINE_enum("long_document", "truncate", list(glue_windows.MODES),
                   "truncate: cut every example to --max_seq_length (the original). windows: cut "
                   "text_a into windows of what fits, --doc_stride apart (text_b whole in each); "
-                  "train on every window and pool an example's windows into one prediction.")
+                  "train on every window and pool an example's windows into one prediction "
+                  "(GLUE tasks and your own files alike).")
 flags.DEFINE_integer("doc_stride", None,
                      "With --long_document=windows: when splitting up a long document into "
                      "windows, how much stride to take between windows (default %d)."
@@ -63,7 +66,8 @@ flags.DEFINE_enum("window_pooling", None, list(glue_windows.POOLINGS),
                   "With --long_document=windows: how an example's prediction combines its "
                   "windows' logits: their mean, their max per label, or any: the window least "
                   "likely to be the first label decides (a yes/no task with no first, such as a "
-                  "topic: yes when any window says yes) (default %s)."
+                  "topic: yes when any window says yes; multi_label: a label is predicted when "
+                  "any window predicts it, the max of each label's logit) (default %s)."
                   % glue_windows.DEFAULT_POOLING)
 # Your own files (no --task_name): bert_tf/tasks/own_data, docs/runners.md "Your own data".
 flags.DEFINE_string("train_file", None,
@@ -104,69 +108,24 @@ _SUBMISSION_NAMES = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": 
                      "rte": "RTE", "wnli": "WNLI", "xnli": "XNLI"}
 
 
-class ClassifierHooks(runner.TaskHooks):
-  """A GLUE / XNLI task: the original's processors, features and metrics."""
+class WindowHooks(runner.TaskHooks):
+  """--long_document=windows, as the GLUE tasks and your own files share it
+  (bert_tf/tasks/glue/windows.py): the flags' checks, the records of each example's windows
+  (or, training by document, of its first windows), the steps, the log, the stored settings
+  and the pooling. A subclass encodes an example's windows (`window_records`,
+  `document_record`) and its truncated record (`encode_examples`)."""
 
-  eval_with_predictions = True  # the GLUE metrics need each example's prediction
+  windows = None  # WindowOptions with --long_document=windows
+  trained_by = None  # the setting naming the data of a training run of these hooks
 
-  def __init__(self, task_flags):
-    self.flags = task_flags
-    self.task_name = self.flags.task_name.lower()
-    self.processor = glue.get_processor(self.flags.task_name)
-    if isinstance(self.processor, glue.XnliProcessor):
-      self.processor = glue.XnliProcessor(self.flags.xnli_language)
-    self.label_list = self.processor.get_labels()
-    self.regression = self.label_list is None
-    self.windows = None  # WindowOptions with --long_document=windows
+  def set_windows(self, options, what, text_pair, regression=False):
+    """The windows flags checked (`what` names the data in an error) into self.windows."""
     self.window_counts = {}  # split -> windows per example, as encode wrote them
-
-  def check(self, options):
-    self.check_windows(options)
-    if not options.do_train:
-      self.warn_if_trained_otherwise(options)
-
-  def check_windows(self, options):
-    f = self.flags
-    if f.long_document != "windows":
-      for name in ("doc_stride", "window_pooling", "window_training", "max_train_windows"):
-        if getattr(f, name) is not None:
-          raise UserInputError("--%s=%s is for --long_document=windows; drop it or add "
-                               "--long_document=windows." % (name, getattr(f, name)))
-      return
-    if self.processor.question_first:
-      raise UserInputError("--long_document=windows cuts text_a into windows, but %s's text_a "
-                           "is a question and its long text is text_b (SQuAD-style); use "
-                           "--long_document=truncate, or run_squad.py for long passages."
-                           % self.task_name.upper())
-    training = f.window_training or glue_windows.DEFAULT_TRAINING
-    if f.max_train_windows is not None and training != "document":
-      raise UserInputError("--max_train_windows=%d is for --window_training=document; drop "
-                           "it." % f.max_train_windows)
-    self.windows = glue.WindowOptions(
-        glue_windows.DEFAULT_DOC_STRIDE if f.doc_stride is None else f.doc_stride,
-        f.window_pooling or glue_windows.DEFAULT_POOLING, training,
-        glue_windows.DEFAULT_MAX_TRAIN_WINDOWS if f.max_train_windows is None
-        else f.max_train_windows)
-    checks.check_positive("doc_stride", self.windows.doc_stride)
-    checks.check_positive("max_train_windows", self.windows.max_train_windows)
-    if self.windows.by_document and options.do_train and (
-        options.jit_compile or options.strategy == "tpu"):
-      raise UserInputError("--window_training=document runs each batch's real windows only, a "
-                           "count that changes from batch to batch, which %s cannot compile; "
-                           "drop %s or add --window_training=window." % (
-                               ("XLA", "--jit_compile") if options.jit_compile else
-                               ("a TPU", "--use_tpu")))
-    if self.regression and self.windows.pooling == "any":
-      raise UserInputError("--window_pooling=any picks the window least likely to be the first "
-                           "label, and %s has no labels (regression); use mean or max."
-                           % self.task_name.upper())
-    self.min_seq_length = glue_windows.min_seq_length(self.processor.is_pair)
-    if self.processor.is_pair and options.max_seq_length < self.min_seq_length:
-      raise UserInputError("--max_seq_length=%d leaves no room for a window of text_a beside "
-                           "text_b ([CLS] a [SEP] b [SEP]); --long_document=windows on %s needs "
-                           "at least %d." % (options.max_seq_length, self.task_name.upper(),
-                                             self.min_seq_length))
-    self.one_record_per_example = False  # a long example gives several windows
+    self.windows = glue_windows.options_from_flags(self.flags, options, what, text_pair,
+                                                   regression)
+    if self.windows:
+      self.min_seq_length = glue_windows.min_seq_length(text_pair)
+      self.one_record_per_example = False  # a long example gives several windows
 
   def warn_if_trained_otherwise(self, options):
     """Evaluating or predicting with other windows than the weights were trained on is
@@ -175,8 +134,8 @@ class ClassifierHooks(runner.TaskHooks):
     source = (options.output_dir if run_folder.has_training_state(options.output_dir)
               else options.init_checkpoint)
     recorded = run_folder.recorded_settings(source) if source else {}
-    if "task_name" not in recorded or "train_data" not in recorded:
-      return  # not the record of a classifier's training
+    if self.trained_by not in recorded or "train_data" not in recorded:
+      return  # not the record of such a classifier's training
     trained_on = recorded.get("long_document", "truncate")
     trained = _windows_flags(trained_on, recorded.get("doc_stride"))
     now = _windows_flags(self.flags.long_document,
@@ -186,54 +145,39 @@ class ClassifierHooks(runner.TaskHooks):
       log("The weights in %s were trained with %s; this run reads its texts with %s (allowed; "
           "pass %s to read them as training did).", source, trained, now, trained)
 
-  def read_examples(self, run, split):
-    if split == "train":
-      examples = self.processor.get_train_examples(self.flags.data_dir)
-      if not examples:
-        raise UserInputError("No training examples in %s." % self.flags.data_dir)
-    elif split == "eval":
-      examples = self.processor.get_dev_examples(self.flags.data_dir)
-      if not examples:
-        raise UserInputError("No dev examples in %s." % self.flags.data_dir)
-    else:
-      examples = self.processor.get_test_examples(self.flags.data_dir)
-    return examples
-
-  def record_files(self, run, split, examples):
-    """On TPUs the original padded eval/predict sets to whole batches with fake examples (with
-    windows, `encode` pads the windows instead)."""
-    if split != "train" and run.options.strategy == "tpu" and not self.windows:
-      padding = -len(examples) % run.options.batch_size(split)
-      examples = examples + [glue.PaddingInputExample()] * padding
-    return super().record_files(run, split, examples)
-
   def encode(self, run, split, examples):
-    """The original's file_based_convert_examples_to_features (with windows: every window of
-    every example, their counts kept for pooling)."""
+    """encode_examples' records (with windows: every window of every example, their counts
+    kept for pooling; training by document, a record per document)."""
     if self.windows and split == "train" and self.windows.by_document:
       yield from self.encode_documents(run, examples)
-      return
-    if self.windows:
+    elif self.windows:
       yield from self.encode_windows(run, split, examples)
-      return
-    for index, example in enumerate(examples):
-      yield glue.encode_features(glue.convert_single_example(
-          index, example, self.label_list, run.options.max_seq_length, run.tokenizer))
+    else:
+      yield from self.encode_examples(run, split, examples)
 
-  def example_windows(self, run, example):
-    return glue_windows.example_windows(example, self.label_list, run.options.max_seq_length,
-                                        run.tokenizer, self.windows.doc_stride)
+  def encode_examples(self, run, split, examples):
+    raise NotImplementedError
+
+  def window_records(self, run, split, example):
+    """The serialized records of each window of `example`, in order."""
+    raise NotImplementedError
+
+  def document_record(self, run, example):
+    """(serialized record of a training document, windows `example` has)."""
+    raise NotImplementedError
+
+  def padding_record(self, run):
+    """A record that is no example, to pad eval windows to whole TPU batches (None: none)."""
+    return None
 
   def encode_documents(self, run, examples):
     """A record per training document: its first max_train_windows windows (the input's
     shuffle mixes documents as it mixes truncated examples)."""
     counts = self.window_counts["train"] = []
     for example in examples:
-      features, count = glue_windows.document_features(
-          example, self.label_list, run.options.max_seq_length, run.tokenizer,
-          self.windows.doc_stride, self.windows.max_train_windows)
+      record, count = self.document_record(run, example)
       counts.append(count)
-      yield glue.encode_features(features)
+      yield record
 
   def encode_windows(self, run, split, examples):
     """Training windows are written example by example in a seeded random order: the input's
@@ -244,12 +188,12 @@ class ClassifierHooks(runner.TaskHooks):
       examples = list(examples)
       random.Random(run.options.shuffle_seed).shuffle(examples)
     for example in examples:
-      features = self.example_windows(run, example)
-      counts.append(len(features))
-      yield from map(glue.encode_features, features)
-    if split != "train" and run.options.strategy == "tpu":  # whole batches of windows
-      padding = glue.encode_features(glue.convert_single_example(
-          0, glue.PaddingInputExample(), self.label_list, run.options.max_seq_length, None))
+      records = self.window_records(run, split, example)
+      counts.append(len(records))
+      yield from records
+    padding = self.padding_record(run) if split != "train" and (
+        run.options.strategy == "tpu") else None
+    if padding is not None:  # whole batches of windows
       yield from [padding] * (-sum(counts) % run.options.batch_size(split))
 
   def train_steps(self, run, examples):
@@ -277,11 +221,115 @@ class ClassifierHooks(runner.TaskHooks):
     return glue_windows.describe(self.window_counts[split],
                                  self.windows.max_train_windows if by_document else None)
 
-  def feature_spec(self, run, split):
+  def record_length(self, run, split):
+    """The inputs' length in `split`'s records: a training document's windows end to end."""
     if self.windows and split == "train" and self.windows.by_document:
-      return glue_windows.document_feature_spec(run.options.max_seq_length,
-                                                self.windows.max_train_windows, self.regression)
-    return glue.feature_spec(run.options.max_seq_length, self.regression)
+      return run.options.max_seq_length * self.windows.max_train_windows
+    return run.options.max_seq_length
+
+  def window_settings(self, run):
+    """When training on windows, how its data was cut (a resume that trains otherwise stops,
+    either way: truncate is not recorded, and an absent long_document is truncate,
+    checkpoint_keeper.UNRECORDED_DEFAULTS) and their pooling (applied at evaluation and
+    prediction only: it may change on resume, and the log says so). A run that only
+    evaluates or predicts states neither: it may read its texts otherwise."""
+    if not (self.windows and run.options.do_train):
+      return {}
+    settings = {"long_document": "windows", "doc_stride": self.windows.doc_stride,
+                "window_pooling": self.windows.pooling,
+                "window_training": self.windows.training}
+    if self.windows.by_document:
+      settings["max_train_windows"] = self.windows.max_train_windows
+    return settings
+
+  def export_window_settings(self):
+    """How serving_default cuts and pools a long text."""
+    if not self.windows:
+      return {}
+    return {"doc_stride": self.windows.doc_stride, "window_pooling": self.windows.pooling}
+
+  def pooled_values(self, split, values, multi_label=False):
+    """Per example, its windows' rows of `values` (logits; a regression's outputs) pooled
+    (`multi_label`: each label's on its own)."""
+    counts = self.window_counts[split]
+    return glue_windows.pool(values[:sum(counts)], counts, self.windows.pooling, multi_label)
+
+
+class ClassifierHooks(WindowHooks):
+  """A GLUE / XNLI task: the original's processors, features and metrics."""
+
+  eval_with_predictions = True  # the GLUE metrics need each example's prediction
+  trained_by = "task_name"
+
+  def __init__(self, task_flags):
+    self.flags = task_flags
+    self.task_name = self.flags.task_name.lower()
+    self.processor = glue.get_processor(self.flags.task_name)
+    if isinstance(self.processor, glue.XnliProcessor):
+      self.processor = glue.XnliProcessor(self.flags.xnli_language)
+    self.label_list = self.processor.get_labels()
+    self.regression = self.label_list is None
+    self.window_counts = {}
+
+  def check(self, options):
+    self.check_windows(options)
+    if not options.do_train:
+      self.warn_if_trained_otherwise(options)
+
+  def check_windows(self, options):
+    if self.flags.long_document == "windows" and self.processor.question_first:
+      raise UserInputError("--long_document=windows cuts text_a into windows, but %s's text_a "
+                           "is a question and its long text is text_b (SQuAD-style); use "
+                           "--long_document=truncate, or run_squad.py for long passages."
+                           % self.task_name.upper())
+    self.set_windows(options, self.task_name.upper(), self.processor.is_pair, self.regression)
+
+  def read_examples(self, run, split):
+    if split == "train":
+      examples = self.processor.get_train_examples(self.flags.data_dir)
+      if not examples:
+        raise UserInputError("No training examples in %s." % self.flags.data_dir)
+    elif split == "eval":
+      examples = self.processor.get_dev_examples(self.flags.data_dir)
+      if not examples:
+        raise UserInputError("No dev examples in %s." % self.flags.data_dir)
+    else:
+      examples = self.processor.get_test_examples(self.flags.data_dir)
+    return examples
+
+  def record_files(self, run, split, examples):
+    """On TPUs the original padded eval/predict sets to whole batches with fake examples (with
+    windows, `encode` pads the windows instead)."""
+    if split != "train" and run.options.strategy == "tpu" and not self.windows:
+      padding = -len(examples) % run.options.batch_size(split)
+      examples = examples + [glue.PaddingInputExample()] * padding
+    return super().record_files(run, split, examples)
+
+  def encode_examples(self, run, split, examples):
+    """The original's file_based_convert_examples_to_features."""
+    for index, example in enumerate(examples):
+      yield glue.encode_features(glue.convert_single_example(
+          index, example, self.label_list, run.options.max_seq_length, run.tokenizer))
+
+  def example_windows(self, run, example):
+    return glue_windows.example_windows(example, self.label_list, run.options.max_seq_length,
+                                        run.tokenizer, self.windows.doc_stride)
+
+  def window_records(self, run, split, example):
+    return [glue.encode_features(f) for f in self.example_windows(run, example)]
+
+  def document_record(self, run, example):
+    features, count = glue_windows.document_features(
+        example, self.label_list, run.options.max_seq_length, run.tokenizer,
+        self.windows.doc_stride, self.windows.max_train_windows)
+    return glue.encode_features(features), count
+
+  def padding_record(self, run):
+    return glue.encode_features(glue.convert_single_example(
+        0, glue.PaddingInputExample(), self.label_list, run.options.max_seq_length, None))
+
+  def feature_spec(self, run, split):
+    return glue.feature_spec(self.record_length(run, split), self.regression)
 
   def make_task(self, run):
     return glue.ClassificationTask(run.config, len(self.label_list) if self.label_list else 1,
@@ -290,18 +338,8 @@ class ClassifierHooks(runner.TaskHooks):
                                    **run.options.task_options())
 
   def settings(self, run):
-    """The task and labels; when training on windows, how its data was cut (a resume that
-    trains otherwise stops, either way: truncate is not recorded, and an absent long_document
-    is truncate, checkpoint_keeper.UNRECORDED_DEFAULTS) and their pooling (applied at
-    evaluation and prediction only: it may change on resume, and the log says so). A run that
-    only evaluates or predicts states neither: it may read its texts otherwise."""
-    settings = {"task_name": self.task_name, "labels": self.label_list}
-    if self.windows and run.options.do_train:
-      settings.update(long_document="windows", doc_stride=self.windows.doc_stride,
-                      window_pooling=self.windows.pooling, window_training=self.windows.training)
-      if self.windows.by_document:
-        settings["max_train_windows"] = self.windows.max_train_windows
-    return settings
+    """The task and labels, and how a training run cuts and pools its windows."""
+    return {"task_name": self.task_name, "labels": self.label_list, **self.window_settings(run)}
 
   def head_labels(self, run):
     return "classifier", glue.task_labels(self.task_name, self.label_list), None
@@ -312,9 +350,7 @@ class ClassifierHooks(runner.TaskHooks):
 
   def pooled(self, split, outputs):
     """Per example, its windows' logits (regression: outputs) pooled."""
-    values = outputs["predictions" if self.regression else "logits"]
-    counts = self.window_counts[split]
-    return glue_windows.pool(values[:sum(counts)], counts, self.windows.pooling)
+    return self.pooled_values(split, outputs["predictions" if self.regression else "logits"])
 
   def postprocess_eval(self, run, examples, result, outputs):
     if self.windows:
@@ -357,11 +393,8 @@ class ClassifierHooks(runner.TaskHooks):
 
   def export_settings(self, run):
     """The labels and, with windows, how serving_default cuts and pools a long text."""
-    settings = {"task_name": self.task_name, "labels": self.label_list,
-                "long_document": self.flags.long_document}
-    if self.windows:
-      settings.update(doc_stride=self.windows.doc_stride, window_pooling=self.windows.pooling)
-    return settings
+    return {"task_name": self.task_name, "labels": self.label_list,
+            "long_document": self.flags.long_document, **self.export_window_settings()}
 
   def export(self, run):
     from bert_tf.tasks.glue.export import export_classifier
@@ -372,14 +405,16 @@ class ClassifierHooks(runner.TaskHooks):
                       windows=self.windows)
 
 
-class OwnDataHooks(runner.TaskHooks):
+class OwnDataHooks(WindowHooks):
   """Your own labeled files (--train_file, --eval_file, --predict_file): single-label,
-  multi-label or regression, label names kept with the run (bert_tf/tasks/own_data).
+  multi-label or regression, label names kept with the run (bert_tf/tasks/own_data), long
+  texts as windows with --long_document=windows (a multi-label run pools each label's logit).
 
   What the hooks derive from the files (the rows, the schema) is computed on first use by
   whichever hook needs it and memoized, the same whichever asks first."""
 
   eval_with_predictions = True  # the metrics need each row's prediction
+  trained_by = "problem_type"
   FILES = {"train": "train_file", "eval": "eval_file", "predict": "predict_file"}
 
   def __init__(self, task_flags):
@@ -389,6 +424,7 @@ class OwnDataHooks(runner.TaskHooks):
     own_data_files.check_distinct_columns(self.columns)
     self.given = own_data_files.from_flag(f.labels)
     self.memo = {}
+    self.window_counts = {}
 
   def check(self, options):
     for split, action in runner.SPLITS:
@@ -404,6 +440,11 @@ class OwnDataHooks(runner.TaskHooks):
       raise UserInputError("--label_delimiter must not be empty; pass e.g. --label_delimiter='|'.")
     if not options.do_train:  # fails now when there are no labels to predict with
       self.schema(options)
+    regression = (self.flags.long_document == "windows" and self.flags.window_pooling == "any"
+                  and self.schema(options).problem_type == "regression")
+    self.set_windows(options, "this run", self.columns.text_b is not None, regression)
+    if not options.do_train:
+      self.warn_if_trained_otherwise(options)
 
   def path(self, split):
     return getattr(self.flags, self.FILES[split])
@@ -437,25 +478,40 @@ class OwnDataHooks(runner.TaskHooks):
       own_labels.check_known(self.path(split), rows, schema, self.given)
     return rows
 
-  def encode(self, run, split, examples):
+  def encode_examples(self, run, split, examples):
     schema = self.schema(run.options)
     for row in examples:
       yield own_data.encode_row(row, run.options.max_seq_length, run.tokenizer,
                                 schema.problem_type, schema.labels, split != "predict")
 
+  def window_records(self, run, split, example):
+    schema = self.schema(run.options)
+    return own_features.encode_windows(example, run.options.max_seq_length, run.tokenizer,
+                                       schema.problem_type, schema.labels, split != "predict",
+                                       self.windows.doc_stride)
+
+  def document_record(self, run, example):
+    schema = self.schema(run.options)
+    return own_features.encode_document(example, run.options.max_seq_length, run.tokenizer,
+                                        schema.problem_type, schema.labels,
+                                        self.windows.doc_stride, self.windows.max_train_windows)
+
   def feature_spec(self, run, split):
     schema = self.schema(run.options)
-    return own_data.feature_spec(run.options.max_seq_length, schema.problem_type,
+    return own_data.feature_spec(self.record_length(run, split), schema.problem_type,
                                  schema.num_labels)
 
   def make_task(self, run):
     schema = self.schema(run.options)
     return own_data.OwnDataTask(run.config, schema.num_labels, schema.problem_type,
-                                schema.class_weights, **run.options.task_options())
+                                schema.class_weights, windows=self.windows,
+                                max_seq_length=run.options.max_seq_length,
+                                **run.options.task_options())
 
   def settings(self, run):
-    """The problem type, labels and class weights shape the head and its loss."""
-    return self.schema(run.options).record()
+    """The problem type, labels and class weights shape the head and its loss; how a
+    training run cuts and pools its windows, its data."""
+    return dict(self.schema(run.options).record(), **self.window_settings(run))
 
   def head_labels(self, run):
     labels = self.schema(run.options).labels
@@ -482,42 +538,75 @@ class OwnDataHooks(runner.TaskHooks):
       own_labels.write(run.options.output_dir, self.schema(run.options),
                        self.threshold(run.options))
 
+  def row_logits(self, run, split, outputs):
+    """With windows, each row's windows' logits (a regression's outputs) pooled, each label's
+    on its own for multi_label."""
+    problem_type = self.schema(run.options).problem_type
+    if problem_type == "regression":
+      return self.pooled_values(split, outputs["predictions"])
+    return self.pooled_values(split, outputs["logits"], problem_type == "multi_label")
+
+  def row_values(self, run, split, outputs, count):
+    """Each row's probabilities (a regression's predictions): its record's, or with windows
+    from its windows' pooled logits (softmax, or a sigmoid per label for multi_label)."""
+    problem_type = self.schema(run.options).problem_type
+    if not self.windows:
+      key = "predictions" if problem_type == "regression" else "probabilities"
+      return outputs[key][:count]
+    pooled = self.row_logits(run, split, outputs)
+    if problem_type == "single_label":
+      return glue_windows.softmax(pooled)
+    return pooled if problem_type == "regression" else 1 / (1 + np.exp(-pooled))
+
+  def pooled_loss(self, run, examples, outputs):
+    """eval_loss per row, as without windows: the model's loss (with its class weights) on
+    each row's pooled logits, averaged over the rows."""
+    schema = self.schema(run.options)
+    pooled = self.row_logits(run, "eval", outputs).astype(np.float32)
+    label_ids = np.array([own_features.label_ids(row.label, schema.problem_type, schema.labels)
+                          for row in examples])
+    losses = run.trainer.model.per_example_losses(
+        pooled.reshape(len(examples), -1), {"label_ids": label_ids})["classification"]
+    return float(np.mean(np.asarray(losses, np.float64)))
+
   def postprocess_eval(self, run, examples, result, outputs):
     schema, n = self.schema(run.options), len(examples)
     gold = [row.label for row in examples]
+    values = self.row_values(run, "eval", outputs, n)
+    if self.windows:  # the loss per row, as the metrics below
+      result["eval_loss"] = self.pooled_loss(run, examples, outputs)
     if schema.problem_type == "regression":
-      result.update(own_data.regression_metrics(outputs["predictions"][:n], gold))
+      result.update(own_data.regression_metrics(values, gold))
     elif schema.problem_type == "multi_label":
       result.update(own_data.multi_label_metrics(
-          outputs["probabilities"][:n], [[name in g for name in schema.labels] for g in gold],
+          values, [[name in g for name in schema.labels] for g in gold],
           schema.labels, self.threshold(run.options),
           missed=[len(set(g) - set(schema.labels)) for g in gold]))
     else:
       ids = [schema.labels.index(g) if g in schema.labels else -1 for g in gold]
-      result.update(own_data.single_label_metrics(
-          np.argmax(outputs["probabilities"][:n], axis=-1), ids, schema.labels))
+      result.update(own_data.single_label_metrics(np.argmax(values, axis=-1), ids,
+                                                  schema.labels))
     return result
 
   def postprocess_predict(self, run, examples, outputs):
     schema = self.schema(run.options)
-    values = outputs["predictions" if schema.problem_type == "regression" else "probabilities"]
+    values = self.row_values(run, "predict", outputs, len(examples))
     path = run.output_path("predictions.jsonl")
-    own_data.write_predictions(path, examples, schema.problem_type, schema.labels,
-                               values[:len(examples)], self.threshold(run.options),
-                               self.columns.id is not None)
+    own_data.write_predictions(path, examples, schema.problem_type, schema.labels, values,
+                               self.threshold(run.options), self.columns.id is not None)
     logging.info("Wrote %d predictions to %s", len(examples), path)
 
   def export_settings(self, run):
     """The schema, the columns it reads and the threshold the multi-label export applies."""
     return dict(self.schema(run.options).record(), pair=self.columns.text_b is not None,
-                threshold=self.threshold(run.options))
+                threshold=self.threshold(run.options), **self.export_window_settings())
 
   def export(self, run):
     from bert_tf.tasks.own_data.export import export_own_data
     o = run.options
     export_own_data(o.export_dir, run.serving_model(), o.vocab_file, o.do_lower_case,
                     o.max_seq_length, self.schema(o), self.columns.text_b is not None,
-                    self.threshold(o), strip_accents=o.strip_accents)
+                    self.threshold(o), strip_accents=o.strip_accents, windows=self.windows)
 
 
 _GLUE_BEST_METRICS = {"f1": "eval_f1", "matthews_corrcoef": "eval_mcc",
@@ -525,8 +614,7 @@ _GLUE_BEST_METRICS = {"f1": "eval_f1", "matthews_corrcoef": "eval_mcc",
 _OWN_FILES = ("train_file", "eval_file", "predict_file")
 _OWN_FLAGS = ("text_column", "text_b_column", "label_column", "id_column", "labels",
               "problem_type", "label_delimiter", "threshold", "class_weights")
-_GLUE_FLAGS = ("data_dir", "write_glue_submission", "xnli_language", "long_document",
-               "doc_stride", "window_pooling")
+_GLUE_FLAGS = ("data_dir", "write_glue_submission", "xnli_language")
 
 
 def _windows_flags(long_document, doc_stride):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import UserInputError
+from bert_tf.run_lock import LOCK_NAME
 from bert_tf.tasks.own_data import data, metrics, postprocess, weights
 from bert_tf.tasks.own_data.data import Columns
 from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
@@ -593,3 +594,267 @@ def test_the_model_losses_use_the_weights_and_survive_its_config():
   losses = regression.per_example_losses(np.array([[1.5]], np.float32),
                                          {"label_ids": np.array([[0.5]])})
   np.testing.assert_allclose(losses["classification"], [1.0])
+
+
+# --long_document=windows on your own files.
+
+def test_multi_label_pooling_is_per_label_in_numpy_and_in_graph():
+  """Each label's logit pools on its own: mean and max per label, and `any` (a label predicted
+  when any window predicts it) is the max of each, not single-label's one window least likely
+  to be the first label. numpy (evaluation, prediction) and model.pool_windows (training by
+  document, empty windows padding) give the same, by hand."""
+  import tensorflow as tf
+  from bert_tf.tasks.glue import model, windows
+  logits = np.array([[2.0, -1.0, 0.0], [-3.0, 4.0, 1.0], [1.0, 1.0, -2.0]], np.float32)
+  counts = [2, 1]  # row 0 has two windows
+  expected = {"mean": [[-0.5, 1.5, 0.5], [1.0, 1.0, -2.0]],
+              "max": [[2.0, 4.0, 1.0], [1.0, 1.0, -2.0]],
+              "any": [[2.0, 4.0, 1.0], [1.0, 1.0, -2.0]]}
+  # Single-label any picks row 0's window 1 whole (lowest p(first label)): not per label.
+  np.testing.assert_array_equal(windows.pool(logits, counts, "any")[0], [-3.0, 4.0, 1.0])
+  documents = np.full((2, 2, 3), 1e3, np.float32)  # padding that would win every pooling
+  documents[0], documents[1, 0] = logits[:2], logits[2]
+  real = tf.constant([[True, True], [True, False]])
+  for pooling, values in expected.items():
+    np.testing.assert_array_equal(windows.pool(logits, counts, pooling, multi_label=True),
+                                  values)
+    np.testing.assert_array_equal(model.pool_windows(tf.constant(documents), real, pooling,
+                                                     multi_label=True).numpy(), values)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "any"])
+def test_the_exports_multi_label_pooling_equals_the_runners(pooling):
+  """glue/export.windowed_logits with multi_label pools a request's windows as windows.pool
+  does run_classifier's."""
+  import tensorflow as tf
+  from bert_tf.tasks import glue
+  from bert_tf.tasks.glue import export, windows
+  from bert_tf.text import BertTextTokenizer
+  graph = BertTextTokenizer(VOCAB_UNCASED, True)
+  texts = tf.constant(["a b c d e f g h i j", "a", "j i h g f e d c b a a b c"])
+
+  def logits_of(features):  # a window's "logits": its first piece, minus its length, its last
+    ids = tf.cast(features["input_word_ids"], tf.float32)
+    length = tf.reduce_sum(tf.cast(features["input_mask"], tf.float32), 1)
+    last = tf.gather(ids, tf.cast(length, tf.int32) - 2, batch_dims=1)
+    return tf.stack([ids[:, 1], -length, last], axis=1)
+
+  pooled = export.windowed_logits(graph, texts, None, 6, glue.WindowOptions(2, pooling),
+                                  logits_of, multi_label=True).numpy()
+  features, rows = export.window_features(graph, texts, None, 6, 2)
+  counts = np.bincount(rows.numpy())
+  assert counts.tolist() == [4, 1, 6]
+  np.testing.assert_allclose(pooled, windows.pool(logits_of(features).numpy(), counts, pooling,
+                                                  multi_label=True), rtol=1e-6)
+
+
+def _own_hooks(**values):
+  """run_classifier's OwnDataHooks on flags `values` (the rest at their defaults)."""
+  import sys
+  import types
+  from helpers import ROOT
+  sys.path.insert(0, ROOT)
+  import run_classifier
+  flags = dict(train_file=None, eval_file=None, predict_file=None, text_column="text",
+               text_b_column=None, label_column="label", id_column=None, labels=None,
+               problem_type=None, label_delimiter="|", threshold=None, class_weights="none",
+               long_document="windows", doc_stride=None, window_pooling=None,
+               window_training=None, max_train_windows=None)
+  flags.update(values)
+  return run_classifier.OwnDataHooks(types.SimpleNamespace(**flags))
+
+
+LONG = "a b c d e f g h i j"  # ten words, each one piece of the uncased vocab
+
+
+def test_own_windows_single_label_records_pooling_and_weighted_loss(tmp_path):
+  """Single-label, training by document: a record per row holding its first windows; eval
+  records every window; a row's probabilities are the softmax of its windows' mean logits, and
+  eval_loss is the class-weighted cross-entropy of those pooled logits, by hand."""
+  import types
+  from bert_tf import example_codec, tokenization
+  from bert_tf.config import BertConfig
+  from bert_tf.runner import Run, RunOptions
+  from bert_tf.tasks.own_data import model
+  path = _write(tmp_path, "t.csv", "text,label\n%s,pos\nb c,neg\n" % LONG)
+  hooks = _own_hooks(train_file=path, eval_file=path, class_weights="2,0.5",
+                     doc_stride=4, max_train_windows=2)
+  options = RunOptions(max_seq_length=8, do_train=True, do_eval=True,
+                       output_dir=str(tmp_path / "out"), train_batch_size=2)
+  hooks.check(options)
+  run = Run(options, None, None, tokenization.FullTokenizer(VOCAB_UNCASED, True))
+  train = [example_codec.parse_example(r)
+           for r in hooks.encode(run, "train", hooks.read_examples(run, "train"))]
+  assert hooks.window_counts["train"] == [2, 1]  # 6 pieces a window, 4 apart: 0-6, 4-10
+  assert [len(r["input_ids"]) for r in train] == [16, 16]  # two windows end to end
+  assert [r["label_ids"] for r in train] == [[1], [0]]  # labels sorted: neg, pos
+  assert train[1]["input_mask"][8:] == [0] * 8  # an empty window after its one
+  assert hooks.feature_spec(run, "train")["input_ids"][0] == 16
+  examples = hooks.read_examples(run, "eval")
+  assert len(list(hooks.encode(run, "eval", examples))) == 3
+  logits = np.array([[1.0, 3.0], [3.0, -1.0], [0.0, 2.0]], np.float32)
+  values = hooks.row_values(run, "eval", {"logits": logits}, 2)
+  mean = np.array([[2.0, 1.0], [0.0, 2.0]])
+  np.testing.assert_allclose(values, np.exp(mean) / np.exp(mean).sum(1, keepdims=True),
+                             rtol=1e-6)
+  run.trainer = types.SimpleNamespace(model=model.OwnDataModel(
+      BertConfig.from_json_file(TINY_CONFIG), num_labels=2, class_weights=[2.0, 0.5]))
+  # Row 0 (pos, weight 0.5): -log softmax([2, 1])[1]; row 1 (neg, 2): -log softmax([0, 2])[0].
+  by_hand = (0.5 * math.log1p(math.e) + 2 * math.log1p(math.exp(2))) / 2
+  assert hooks.pooled_loss(run, examples, {"logits": logits}) == pytest.approx(by_hand, rel=1e-6)
+  settings = hooks.settings(run)
+  assert {k: settings[k] for k in ("long_document", "doc_stride", "window_pooling",
+                                   "window_training", "max_train_windows")} == {
+      "long_document": "windows", "doc_stride": 4, "window_pooling": "mean",
+      "window_training": "document", "max_train_windows": 2}
+  assert hooks.export_settings(run)["doc_stride"] == 4
+
+
+def test_own_windows_regression_pools_predictions(tmp_path):
+  """Regression, training every window: the windows of each row carry its score, a row's
+  prediction is the max of its windows' outputs (--window_pooling=max), and eval_loss the
+  squared error of those."""
+  import types
+  from bert_tf import example_codec, tokenization
+  from bert_tf.config import BertConfig
+  from bert_tf.runner import Run, RunOptions
+  from bert_tf.tasks.own_data import model
+  path = _write(tmp_path, "r.jsonl", '{"text": "%s", "label": 1.5}\n{"text": "a", "label": 0.5}'
+                '\n' % LONG)
+  hooks = _own_hooks(train_file=path, eval_file=path, predict_file=path, doc_stride=4,
+                     window_pooling="max", window_training="window")
+  options = RunOptions(max_seq_length=8, do_train=True, do_eval=True, do_predict=True,
+                       output_dir=str(tmp_path / "out"), train_batch_size=2,
+                       num_train_epochs=2.0, warmup_proportion=0.0)
+  hooks.check(options)
+  run = Run(options, None, None, tokenization.FullTokenizer(VOCAB_UNCASED, True))
+  rows = hooks.read_examples(run, "train")
+  train = [example_codec.parse_example(r) for r in hooks.encode(run, "train", rows)]
+  assert sorted(r["label_ids"][0] for r in train) == [0.5, 1.5, 1.5]  # rows in shuffled order
+  assert hooks.train_steps(run, rows)[0] == 3  # 3 windows (not 2 rows), batches of 2, 2 epochs
+  predict = hooks.read_examples(run, "predict")
+  assert len(list(hooks.encode(run, "predict", predict))) == 3
+  values = hooks.row_values(run, "predict", {"predictions": np.array([0.25, 2.0, -1.0, 9.0])}, 2)
+  np.testing.assert_array_equal(values, [2.0, -1.0])  # batch padding after the real windows
+  examples = hooks.read_examples(run, "eval")
+  assert len(list(hooks.encode(run, "eval", examples))) == 3
+  run.trainer = types.SimpleNamespace(model=model.OwnDataModel(
+      BertConfig.from_json_file(TINY_CONFIG), num_labels=1, problem_type="regression"))
+  assert hooks.pooled_loss(run, examples, {"predictions": np.array([0.25, 2.0, -1.0])}) == (
+      pytest.approx(((2.0 - 1.5) ** 2 + (-1.0 - 0.5) ** 2) / 2))
+
+
+@pytest.mark.parametrize("values, expected", [
+    (dict(window_pooling="any"),
+     "--window_pooling=any picks the window least likely to be the first label, and this run "
+     "has no labels (regression); use mean or max."),
+    (dict(long_document="truncate", doc_stride=64),
+     "--doc_stride=64 is for --long_document=windows; drop it or add --long_document=windows."),
+    (dict(long_document="truncate", max_train_windows=2),
+     "--max_train_windows=2 is for --long_document=windows; drop it or add "
+     "--long_document=windows."),
+    (dict(text_b_column="b", max_seq_length=4),
+     "--max_seq_length=4 leaves no room for a window of text_a beside text_b ([CLS] a [SEP] b "
+     "[SEP]); --long_document=windows on this run needs at least 5."),
+])
+def test_own_windows_bad_flags_are_one_line(tmp_path, values, expected):
+  from bert_tf.runner import RunOptions
+  path = _write(tmp_path, "r.csv", "text,b,label\nx,y,1.5\nz,w,0.5\n")
+  values = dict(values)
+  options = RunOptions(max_seq_length=values.pop("max_seq_length", 16), do_train=True,
+                       output_dir=str(tmp_path / "out"))
+  hooks = _own_hooks(train_file=path, **values)
+  assert _error(hooks.check, options) == expected
+
+
+LONG_MULTI = "".join(json.dumps({"text": t, "label": l}) + "\n" for t, l in [
+    ("the team won the match and the fans sang in the city all night while the club paid its "
+     "players more money than the bank had", ["sport", "money"]),
+    ("rates rose", ["money"]),
+    ("a quiet day in the park with the dog and a long walk by the water until the sun went "
+     "down behind the hills", []),
+    ("the game was over when the last player ran home and the crowd left the ground", ["sport"]),
+])
+
+
+@pytest.mark.slow
+def test_multi_label_windows_train_by_document_predict_and_export(tmp_path, script_session):
+  """--long_document=windows on a JSONL multi-label file: a training record per row (its first
+  windows), one prediction per row, its probabilities the sigmoid of the max of each label's
+  logit over the row's windows (the export's ids signature run on each window, pooled by hand),
+  eval_loss from those pooled logits, and the export's answer on the long texts the same."""
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+  from bert_tf import example_codec, tokenization
+  from bert_tf.tasks.own_data import features
+  path = _write(tmp_path, "long.jsonl", LONG_MULTI)
+  done = script_session("run_classifier.py")(*_common(
+      tmp_path, "windows", path, "--long_document=windows", "--window_pooling=any",
+      "--doc_stride=6", "--max_train_windows=2"))
+  assert done.returncode == 0, done.stderr[-3000:]
+  out, labels = tmp_path / "windows", ["money", "sport"]
+  tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, True)
+  rows = data.with_labels(path, data.read_rows(path, COLUMNS, "--train_file"), "multi_label",
+                          "|")
+  documents = [features.encode_document(r, 16, tokenizer, "multi_label", labels, 6, 2)
+               for r in rows]
+  records = [r.numpy() for r in tf.data.TFRecordDataset(str(out / "train.tf_record"))]
+  assert records == [record for record, _ in documents]  # one a row, in the file's order
+  assert max(count for _, count in documents) > 2 and min(count for _, count in documents) == 1
+  # Each window's logits from the export's ids signature, pooled by hand: the max per label.
+  serve_ids = tf.saved_model.load(str(tmp_path / "windows_x")).signatures["serve_ids"]
+  pooled = []
+  for row in rows:
+    windows = [example_codec.parse_example(r) for r in features.encode_windows(
+        row, 16, tokenizer, "multi_label", labels, True, 6)]
+    logits = serve_ids(**{name: tf.constant([w[key] for w in windows], tf.int32) for name, key in (
+        ("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
+        ("input_type_ids", "segment_ids"))})["logits"].numpy()
+    pooled.append(logits.max(axis=0))
+  pooled = np.array(pooled, np.float64)
+  lines = _predictions(out / "predictions.jsonl")
+  assert [p["row"] for p in lines] == [0, 1, 2, 3]
+  probabilities = np.array([[p["probabilities"][n] for n in labels] for p in lines])
+  np.testing.assert_allclose(probabilities, 1 / (1 + np.exp(-pooled)), atol=1e-5)
+  results = _results(out / "eval_results.txt")
+  gold = np.array([[n in r.label for n in labels] for r in rows], np.float64)
+  bce = np.mean(np.logaddexp(0, pooled) - gold * pooled, axis=1)
+  assert float(results["eval_loss"]) == pytest.approx(np.mean(bce), rel=1e-4)
+  assert float(results["eval_micro_f1"]) == pytest.approx(metrics.multi_label_metrics(
+      probabilities, gold, labels, 0.5)["eval_micro_f1"])
+  settings = json.load(open(out / "training_state" / "settings.json"))
+  assert {k: settings[k] for k in ("long_document", "doc_stride", "window_pooling",
+                                   "window_training", "max_train_windows")} == {
+      "long_document": "windows", "doc_stride": 6, "window_pooling": "any",
+      "window_training": "document", "max_train_windows": 2}
+  # The export cuts and pools the long texts in-graph: predictions.jsonl's answers.
+  answer = _answer(tmp_path / "windows_x", [r.text_a for r in rows])
+  np.testing.assert_allclose(answer["probabilities"], probabilities, atol=1e-5)
+  assert [[x.decode() for x in row if x] for row in answer["labels"]] == [
+      p["labels"] for p in lines]
+  # A resume that would cut other windows stops before writing anything.
+  before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != LOCK_NAME}
+  refused = script_session("run_classifier.py")(*_common(
+      tmp_path, "windows", path, "--long_document=windows", "--window_pooling=any",
+      "--doc_stride=4", "--max_train_windows=2"))
+  assert refused.returncode == 2, refused.stderr[-2000:]
+  assert "doc_stride: 6 when the state was saved, 4 now" in refused.stderr
+  assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != LOCK_NAME} == (
+      before)
+
+
+def test_own_windows_weights_read_without_windows_warn(tmp_path, caplog):
+  """As GLUE's: evaluating weights trained on windows with truncated texts is allowed, and the
+  log names the flags they were trained with."""
+  import logging
+  from bert_tf.runner import RunOptions
+  caplog.set_level(logging.INFO, logger="absl")
+  out = tmp_path / "out"
+  _state(out, {"problem_type": "single_label", "labels": ["neg", "pos"], "train_data": {},
+               "long_document": "windows", "doc_stride": 6})
+  path = _write(tmp_path, "e.csv", "text,label\nhi,pos\n")
+  hooks = _own_hooks(eval_file=path, long_document="truncate")
+  hooks.check(RunOptions(max_seq_length=16, do_eval=True, output_dir=str(out)))
+  assert ("were trained with --long_document=windows --doc_stride=6; this run reads its texts "
+          "with --long_document=truncate (allowed; pass --long_document=windows --doc_stride=6 "
+          "to read them as training did)") in caplog.text

@@ -159,17 +159,20 @@ def window_features(tokenizer, text_a, text_b, max_seq_length, doc_stride):
   return features, row
 
 
-def windowed_logits(tokenizer, text_a, text_b, max_seq_length, windows, logits_of):
-  """Per row, its windows' logits (`logits_of(features)`) pooled: [rows, labels] float32."""
+def windowed_logits(tokenizer, text_a, text_b, max_seq_length, windows, logits_of,
+                    multi_label=False):
+  """Per row, its windows' logits (`logits_of(features)`) pooled: [rows, labels] float32
+  (`multi_label`: each label's on its own, windows.label_pooling)."""
   features, row = window_features(tokenizer, text_a, text_b, max_seq_length, windows.doc_stride)
   logits, rows = logits_of(features), tf.size(text_a)
-  if windows.pooling == "any":  # the window least likely to be the first label, the earliest
+  pooling = glue_windows.label_pooling(windows.pooling, multi_label)
+  if pooling == "any":  # the window least likely to be the first label, the earliest
     first = tf.nn.log_softmax(logits)[:, 0]
     lowest = tf.gather(tf.math.unsorted_segment_min(first, row, rows), row)
     window = tf.range(tf.size(row, out_type=tf.int64))
     chosen = tf.math.unsorted_segment_min(tf.where(first <= lowest, window, tf.size(
         row, out_type=tf.int64)), row, rows)
     return tf.gather(logits, chosen)
-  pool = (tf.math.unsorted_segment_max if windows.pooling == "max"
+  pool = (tf.math.unsorted_segment_max if pooling == "max"
           else tf.math.unsorted_segment_mean)
   return pool(logits, row, rows)

@@ -5,6 +5,7 @@ from keras import ops
 
 from bert_tf import heads, layers
 from bert_tf.tasks import base
+from bert_tf.tasks.glue.windows import label_pooling
 
 _ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -23,6 +24,7 @@ class ClassifierModel(base.TaskModel):
   """
 
   loss_epsilons = {"classification": 0.0}
+  multi_label = False  # True: each label's logit pools on its own (windows.label_pooling)
 
   def __init__(self, config, use_one_hot_embeddings=False, dtype=None, num_labels=2,
                regression=False, window_pooling=None, **kwargs):
@@ -68,7 +70,7 @@ class ClassifierModel(base.TaskModel):
     logits = self.call({k: tf.gather_nd(v, kept) for k, v in flat.items()}, training)
     scattered = tf.scatter_nd(kept, logits, (shape[0] * shape[1], tf.shape(logits)[-1]))
     return pool_windows(tf.reshape(scattered, (shape[0], shape[1], -1)),
-                        tf.reshape(real, shape[:2]), self.window_pooling)
+                        tf.reshape(real, shape[:2]), self.window_pooling, self.multi_label)
 
   loss_weights = base.real_example_loss("classification")
 
@@ -81,10 +83,12 @@ class ClassifierModel(base.TaskModel):
     return {"classification": loss}
 
 
-def pool_windows(logits, real, pooling):
+def pool_windows(logits, real, pooling, multi_label=False):
   """[B, W, C] window logits, [B, W] real windows -> [B, C]: their mean, their max per
-  label, or (`any`) the real window least likely to be the first label; a document has at
-  least one real window. glue/windows.pool in graph ops."""
+  label, or (`any`) the real window least likely to be the first label (`multi_label`: the
+  max of each label's logit, windows.label_pooling); a document has at least one real
+  window. glue/windows.pool in graph ops."""
+  pooling = label_pooling(pooling, multi_label)
   if pooling == "any":
     first = logits[..., 0] - tf.reduce_logsumexp(logits, axis=-1)
     first = tf.where(real, first, tf.fill(tf.shape(first), float("inf")))

@@ -1,7 +1,9 @@
 """run_classifier's --long_document=windows: a long example read whole, as several windows.
 
 The original truncates every example to max_seq_length (its tasks are short); a long
-document then counts only by its first pieces. Here text_a is cut into windows of what
+document then counts only by its first pieces. The same windows serve the GLUE tasks and the
+user's own files (own_data, run_classifier --train_file...), whose multi-label runs pool each
+label on its own (`label_pooling`). Here text_a is cut into windows of what
 fits, `doc_stride` apart, by the rule of run_squad's and run_ner's windows
 (`packing.doc_spans_for`); each window is a record of the truncate layout with the
 example's label, and an example's prediction pools its windows' logits: their mean, their
@@ -27,8 +29,9 @@ import dataclasses
 
 import numpy as np
 
-from bert_tf import packing
-from bert_tf.tasks.glue.features import feature_spec, label_id_of
+from bert_tf import checks, packing
+from bert_tf.errors import UserInputError
+from bert_tf.tasks.glue.features import label_id_of
 
 MODES = ("truncate", "windows")
 POOLINGS = ("mean", "max", "any")
@@ -37,6 +40,7 @@ DEFAULT_DOC_STRIDE = 128  # run_squad's and run_ner's default
 DEFAULT_POOLING = "mean"
 DEFAULT_TRAINING = "document"
 DEFAULT_MAX_TRAIN_WINDOWS = 8
+FLAGS = ("doc_stride", "window_pooling", "window_training", "max_train_windows")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +56,45 @@ class WindowOptions:
   @property
   def by_document(self):
     return self.training == "document"
+
+
+def options_from_flags(f, options, what, text_pair, regression=False):
+  """The WindowOptions of run_classifier's windows flags `f` (None with
+  --long_document=truncate), checked against the run's `options`; `what` names the data in
+  an error (a GLUE task, or your file), `text_pair`: it reads pairs, `regression`: it has no
+  labels (the GLUE tasks' and your own files' one check of these flags)."""
+  if f.long_document != "windows":
+    for name in FLAGS:
+      if getattr(f, name) is not None:
+        raise UserInputError("--%s=%s is for --long_document=windows; drop it or add "
+                             "--long_document=windows." % (name, getattr(f, name)))
+    return None
+  training = f.window_training or DEFAULT_TRAINING
+  if f.max_train_windows is not None and training != "document":
+    raise UserInputError("--max_train_windows=%d is for --window_training=document; drop "
+                         "it." % f.max_train_windows)
+  windows = WindowOptions(
+      DEFAULT_DOC_STRIDE if f.doc_stride is None else f.doc_stride,
+      f.window_pooling or DEFAULT_POOLING, training,
+      DEFAULT_MAX_TRAIN_WINDOWS if f.max_train_windows is None else f.max_train_windows)
+  checks.check_positive("doc_stride", windows.doc_stride)
+  checks.check_positive("max_train_windows", windows.max_train_windows)
+  if windows.by_document and options.do_train and (
+      options.jit_compile or options.strategy == "tpu"):
+    raise UserInputError("--window_training=document runs each batch's real windows only, a "
+                         "count that changes from batch to batch, which %s cannot compile; "
+                         "drop %s or add --window_training=window." % (
+                             ("XLA", "--jit_compile") if options.jit_compile else
+                             ("a TPU", "--use_tpu")))
+  if regression and windows.pooling == "any":
+    raise UserInputError("--window_pooling=any picks the window least likely to be the first "
+                         "label, and %s has no labels (regression); use mean or max." % what)
+  if text_pair and options.max_seq_length < min_seq_length(text_pair):
+    raise UserInputError("--max_seq_length=%d leaves no room for a window of text_a beside "
+                         "text_b ([CLS] a [SEP] b [SEP]); --long_document=windows on %s needs "
+                         "at least %d." % (options.max_seq_length, what,
+                                           min_seq_length(text_pair)))
+  return windows
 
 
 def min_seq_length(text_pair):
@@ -85,34 +128,43 @@ def count_windows(example, max_seq_length, tokenizer, doc_stride):
   return len(_spans(example, max_seq_length, tokenizer, doc_stride)[2])
 
 
-def example_windows(example, label_list, max_seq_length, tokenizer, doc_stride):
-  """convert_single_example's feature tuples of each window of `example`, in order."""
-  label_id = label_id_of(example, label_list)
+def window_inputs(example, max_seq_length, tokenizer, doc_stride):
+  """(input_ids, input_mask, segment_ids) of each window of `example` (anything with text_a
+  and text_b), in order."""
   tokens_a, tokens_b, spans = _spans(example, max_seq_length, tokenizer, doc_stride)
-  features = []
+  windows = []
   for span in spans:
     packed = packing.pack_tokens(tokens_a[span.start:span.start + span.length], tokens_b,
                                  max_seq_length, tokenizer)
-    features.append((packed.input_ids, packed.input_mask, packed.segment_ids, label_id, 1))
-  return features
+    windows.append((packed.input_ids, packed.input_mask, packed.segment_ids))
+  return windows
+
+
+def example_windows(example, label_list, max_seq_length, tokenizer, doc_stride):
+  """convert_single_example's feature tuples of each window of `example`, in order."""
+  label_id = label_id_of(example, label_list)
+  return [(*inputs, label_id, 1)
+          for inputs in window_inputs(example, max_seq_length, tokenizer, doc_stride)]
+
+
+def document_inputs(windows, max_seq_length, max_windows):
+  """(input_ids, input_mask, segment_ids) of a training document from its `windows`' (each
+  starting with those three): the first `max_windows` end to end, empty (all-zero) windows
+  after its last."""
+  kept = windows[:max_windows]
+  empty = [0] * max_seq_length
+  return tuple([value for window in kept for value in window[part]] +
+               empty * (max_windows - len(kept)) for part in range(3))
 
 
 def document_features(example, label_list, max_seq_length, tokenizer, doc_stride, max_windows):
-  """(feature tuple of `document_feature_spec`, windows the document has): its first
-  `max_windows` windows end to end, empty (all-zero) windows after its last."""
+  """(feature tuple, windows the document has): its first `max_windows` windows end to end,
+  empty (all-zero) windows after its last (input_ids, input_mask, segment_ids of
+  max_windows * max_seq_length: glue.feature_spec of that length), the label once,
+  is_real_example."""
   windows = example_windows(example, label_list, max_seq_length, tokenizer, doc_stride)
-  kept = windows[:max_windows]
-  empty = [0] * max_seq_length
-  flat = [[value for window in kept for value in window[part]] +
-          empty * (max_windows - len(kept)) for part in range(3)]
+  flat = document_inputs(windows, max_seq_length, max_windows)
   return (*flat, windows[0][3], 1), len(windows)
-
-
-def document_feature_spec(max_seq_length, max_windows, regression=False):
-  """The record layout of a training document: `max_windows` windows of the truncate
-  layout end to end (input_ids, input_mask, segment_ids of max_windows * max_seq_length),
-  one label, is_real_example."""
-  return feature_spec(max_windows * max_seq_length, regression)
 
 
 def describe(counts, max_windows=None):
@@ -129,11 +181,21 @@ def describe(counts, max_windows=None):
   return text
 
 
-def pool(values, counts, pooling):
+def label_pooling(pooling, multi_label=False):
+  """The pooling applied to the logits. A multi-label run's labels are each a yes/no of their
+  own (a sigmoid each, no first label to be least likely): `any`, a label predicted when any
+  window predicts it, is the max of each label's logit. This rule serves `pool`, the training
+  pooling (model.pool_windows) and the export's (export.windowed_logits) alike."""
+  return "max" if multi_label and pooling == "any" else pooling
+
+
+def pool(values, counts, pooling, multi_label=False):
   """Per example, the mean or max of its windows' rows of `values`, or (`any`) the row of the
   window with the lowest probability of the first label, the earliest on a tie (windows in
-  example order, `counts[i]` of them for example i, each at least 1)."""
+  example order, `counts[i]` of them for example i, each at least 1); `multi_label`: each
+  label's logit on its own (`label_pooling`)."""
   values = np.asarray(values)
+  pooling = label_pooling(pooling, multi_label)
   starts = np.cumsum(counts) - counts
   if pooling == "any":
     first = values[:, 0] - np.logaddexp.reduce(values, axis=-1)

@@ -5,6 +5,9 @@ single_label: softmax cross-entropy, each example's loss times its label's class
 multi_label: one sigmoid per label, binary cross-entropy averaged over the labels, a label's
 positive term times its weight (PyTorch's BCEWithLogitsLoss pos_weight); regression: the squared
 error (STS-B's). The loss is then averaged over the real examples, as Keras' class_weight does.
+With --long_document=windows trained by document, the loss (and its class weights) is on the
+document's pooled logits (ClassifierModel.call_documents), a multi-label run pooling each
+label's logit on its own.
 """
 
 from keras import ops
@@ -52,6 +55,10 @@ class OwnDataModel(ClassifierModel):
     super().__init__(config, use_one_hot_embeddings, dtype=dtype, num_labels=num_labels,
                      regression=problem_type == "regression", **kwargs)
 
+  @property
+  def multi_label(self):
+    return self.problem_type == "multi_label"
+
   def get_config(self):
     return {**super().get_config(), "problem_type": self.problem_type,
             "class_weights": self.class_weights}
@@ -68,7 +75,8 @@ class OwnDataModel(ClassifierModel):
 
 class OwnDataTask(ClassificationTask):
   """The task of a run on the user's file: eval_loss (and eval_accuracy for single_label),
-  and each row's probabilities (sigmoid per label for multi_label) or prediction."""
+  and each row's probabilities (sigmoid per label for multi_label) or prediction; `windows`
+  and `max_seq_length` as ClassificationTask's (training by document)."""
 
   model_class = OwnDataModel
 
@@ -78,8 +86,11 @@ class OwnDataTask(ClassificationTask):
     self.class_weights = class_weights
 
   def model_args(self):
-    return {"num_labels": self.num_labels, "problem_type": self.problem_type,
+    args = {"num_labels": self.num_labels, "problem_type": self.problem_type,
             "class_weights": self.class_weights}
+    if self.windows:
+      args["window_pooling"] = self.windows.pooling
+    return args
 
   def metrics(self, logits, features, losses, weights):
     if self.problem_type != "multi_label":
@@ -88,6 +99,7 @@ class OwnDataTask(ClassificationTask):
     return {"eval_loss": (ops.sum(weights * losses["classification"]), ops.sum(weights))}
 
   def predictions(self, logits, features):
-    if self.problem_type == "multi_label":
-      return {"probabilities": ops.sigmoid(ops.cast(logits, "float32"))}
+    if self.problem_type == "multi_label":  # the logits for --long_document=windows to pool
+      logits = ops.cast(logits, "float32")
+      return {"probabilities": ops.sigmoid(logits), "logits": logits}
     return super().predictions(logits, features)
