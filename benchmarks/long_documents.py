@@ -35,11 +35,10 @@ from absl import flags
 import numpy as np
 
 from benchmarks import common, timing
-from benchmarks.own_data import read_reuters, scores, training_seconds, write_jsonl
+from benchmarks.reuters import TOPICS, read_reuters, scores, training_seconds, write_jsonl
 from bert_tf import cli
 
 FLAGS = flags.FLAGS
-TOPICS = ("grain", "corn")
 # setting -> (topics, balanced, epochs, batch)
 SETTINGS = {"grain": (("grain",), False, 4.0, 32), "grain_balanced": (("grain",), True, 1.0, 16),
             "corn": (("corn",), False, 4.0, 32), "multi": (TOPICS, False, 4.0, 32)}
