@@ -99,6 +99,13 @@ def pipeline_options(beam_args):
       args.append("--sdk_harness_log_level_overrides=" + json.dumps(
           {"apache_beam": "ERROR", "apache_beam.runners.common": "CRITICAL",
            "apache_beam.runners.worker": "CRITICAL", "__main__": "ERROR"}))
+    workers = int(parsed["direct_num_workers"] or 0) if "--direct_num_workers" in given else 0
+    workers = workers or os.cpu_count() or 1  # 0: one per core
+    if mode != "in_memory" and workers > 1:
+      # Each worker process is one TensorFlow: share the cores between them rather than let
+      # every worker's thread pools claim all of them.
+      for pool in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+        os.environ.setdefault(pool, str(max(1, (os.cpu_count() or 1) // workers)))
     # Local worker processes import bert_tf from this checkout, wherever they start.
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)

@@ -31,7 +31,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference import base as beam_inference_base
 
-from bert_tf import export
+from bert_tf import export, progress
 from bert_tf.errors import UserInputError, io_reason
 
 _METRICS_NAMESPACE = "bert_tf.beam_inference"
@@ -269,6 +269,7 @@ class BertExportModelHandler(beam_inference_base.ModelHandler):
 
   def run_inference(self, batch, model, inference_args=None):
     import tensorflow as tf
+    _progress().update(len(batch))
     try:
       answers = answers_of(self.info, _call(model, self.info, batch))
     except tf.errors.OpError:  # a row the export refuses: find it, answer the others
@@ -287,6 +288,16 @@ class BertExportModelHandler(beam_inference_base.ModelHandler):
 
   def get_metrics_namespace(self):
     return "BertTfExport"
+
+
+_PROGRESS = []
+
+
+def _progress():
+  """This worker process's progress line (rows/s, every 30 s, on its stderr)."""
+  if not _PROGRESS:
+    _PROGRESS.append(progress.Progress(None, "rows", "worker %d" % os.getpid(), interval=30))
+  return _PROGRESS[0]
 
 
 def _call(signature, info, batch):
