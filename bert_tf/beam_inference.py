@@ -566,7 +566,7 @@ class _CountDead(beam.DoFn):
 
 def counters(result):
   """{"rows": n, "batches": n, "dead_letters": n, ...} from a finished pipeline's metrics."""
-  out = {}
+  out = dict.fromkeys(("rows", "answered", "batches", "dead_letters"), 0)
   query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(_METRICS_NAMESPACE))
   for counter in query["counters"]:
     value = counter.committed if counter.committed is not None else counter.attempted

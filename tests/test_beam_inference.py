@@ -119,7 +119,8 @@ def with_weights(model):
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-  """Tiny exports: a pair classifier, a multi-label classifier, NER, a text embedder."""
+  """Tiny exports: a pair classifier, a multi-label classifier, NER, SQuAD, SWAG, a text
+  embedder."""
   from bert_tf import text_embedder
   from bert_tf.tasks.glue.export import export_classifier
   from bert_tf.tasks.glue.model import ClassifierModel
@@ -128,6 +129,10 @@ def exports(tmp_path_factory):
   from bert_tf.tasks.own_data.export import export_own_data
   from bert_tf.tasks.own_data.labels import Schema
   from bert_tf.tasks.own_data.model import OwnDataModel
+  from bert_tf.tasks.squad.export import export_squad
+  from bert_tf.tasks.squad.model import SquadModel
+  from bert_tf.tasks.swag.export import export_swag
+  from bert_tf.tasks.swag.model import MultipleChoiceModel
   root = tmp_path_factory.mktemp("beam_exports")
   made = {
       "classifier": export_classifier(
@@ -143,6 +148,10 @@ def exports(tmp_path_factory):
       "ner": export_ner(root / "ner", with_weights(TokenClassifierModel(tiny_config(),
                                                                         num_labels=5)),
                         VOCAB_UNCASED, True, SEQ, NER_LABELS, stride=8),
+      "squad": export_squad(root / "squad", with_weights(SquadModel(tiny_config())),
+                            VOCAB_UNCASED, True, SEQ * 2, 8, 10, 5),
+      "swag": export_swag(root / "swag", with_weights(MultipleChoiceModel(
+          tiny_config(), dynamic_length=True)), VOCAB_UNCASED, True, SEQ),
       "embedder": text_embedder.export_embedder(
           text_embedder.build(TINY_CKPT, "mean", True, SEQ, True, vocab_file=VOCAB_UNCASED,
                               config=tiny_config()), root / "embedder"),
@@ -341,3 +350,35 @@ def test_command_line_refusals_and_two_local_workers(exports, tmp_path):
                groups=beam_inference.default_groups(
                    beam_inference.expand_input(str(tmp_path / "in.jsonl")), 3))
   assert folder_bytes(tmp_path / "out") == folder_bytes(tmp_path / "here")
+
+
+@pytest.mark.slow
+def test_squad_and_swag_answers_equal_one_request_at_a_time(exports, signatures, tmp_path):
+  import tensorflow as tf
+  rows = {
+      "squad": [{"id": i, "question": q, "context": c} for i, (q, c) in enumerate([
+          ("Who visited Paris?", TEXTS[0]), ("What sat?", "The cat sat on the mat. " * 5),
+          ("Where?", TEXTS[2]), ("Which app?", TEXTS[7])])],
+      "swag": [{"id": i, "context": c, "ending0": TEXTS[(i + 1) % 8], "ending1": TEXTS[i + 2],
+                "ending2": "x", "ending3": TEXTS[3]} for i, c in enumerate(TEXTS[:4])],
+  }
+  for kind, kind_rows in rows.items():
+    write_rows(tmp_path / ("%s.jsonl" % kind), kind_rows)
+    counts = run_pipeline(exports[kind], tmp_path / ("%s.jsonl" % kind), tmp_path / kind,
+                          batch_size=2)
+    assert counts["answered"] == len(kind_rows) and counts["dead_letters"] == 0
+    got = {row.pop("id"): row for row in read_jsonl(tmp_path / kind)}
+    for row in kind_rows:
+      want = {k: v.numpy()[0] for k, v in signatures[kind](
+          **{name: tf.constant([row[name]]) for name in row if name != "id"}).items()}
+      answer = got[row["id"]]
+      assert sorted(answer) == sorted(want)
+      for name, value in want.items():
+        if isinstance(value, bytes):
+          assert answer[name] == value.decode(), name
+        elif value.dtype.kind == "f":
+          assert_float32_close(answer[name], value, ulps=EXPORT_ULPS, err_msg=name)
+        else:
+          assert answer[name] == value.tolist(), name
+      if kind == "squad" and answer["start_char"] >= 0:  # the offsets index the context
+        assert row["context"][answer["start_char"]:answer["end_char"]] == answer["answer"]
