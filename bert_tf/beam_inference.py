@@ -22,12 +22,14 @@ import io
 import json
 import logging
 import os
+import shutil
 import time
 import typing
 import uuid
 import zlib
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference import base as beam_inference_base
 
@@ -225,7 +227,8 @@ class ReadRows(beam.DoFn):
     self.rows = beam.metrics.Metrics.counter(_METRICS_NAMESPACE, "rows")
 
   def process(self, input_file):
-    with FileSystems.open(input_file.path, compression_type="uncompressed") as f:
+    # AUTO: a .gz or .bz2 file is read decompressed, anything else as it is.
+    with FileSystems.open(input_file.path, compression_type=CompressionTypes.AUTO) as f:
       line = 0
       for raw in f:
         line += 1
@@ -265,7 +268,7 @@ class BertExportModelHandler(beam_inference_base.ModelHandler):
   def load_model(self):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
-    return tf.saved_model.load(self.info.export_dir).signatures[export.DEFAULT_SIGNATURE]
+    return LoadedExport(tf.saved_model.load(self.info.export_dir))
 
   def run_inference(self, batch, model, inference_args=None):
     import tensorflow as tf
@@ -288,6 +291,18 @@ class BertExportModelHandler(beam_inference_base.ModelHandler):
 
   def get_metrics_namespace(self):
     return "BertTfExport"
+
+
+class LoadedExport:
+  """The loaded SavedModel and its serving_default: holding the root keeps the variables the
+  signature reads alive."""
+
+  def __init__(self, root):
+    self.root = root
+    self.signature = root.signatures[export.DEFAULT_SIGNATURE]
+
+  def __call__(self, **inputs):
+    return self.signature(**inputs)
 
 
 _PROGRESS = []
@@ -458,9 +473,14 @@ def finalize(written, temp_dir):
 
 
 def remove_temp_dir(temp_dir):
+  """Deletes a temporary folder of shards (object stores: the objects under it)."""
   try:
-    if FileSystems.exists(temp_dir):
-      FileSystems.delete([temp_dir])
+    if "://" in temp_dir:
+      files = [m.path for m in FileSystems.match([temp_dir + "/*"])[0].metadata_list]
+      if files:
+        FileSystems.delete(files)
+    elif os.path.isdir(temp_dir):
+      shutil.rmtree(temp_dir)
   except Exception:  # noqa: BLE001  (cleanup only)
     _LOGGER.warning("Could not remove the temporary folder %s.", temp_dir)
 

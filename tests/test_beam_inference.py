@@ -342,6 +342,17 @@ def test_command_line_refusals_and_two_local_workers(exports, tmp_path):
       assert result.returncode == 2 and last.startswith("error: ") and message in last, (
           args, last)
     assert not (tmp_path / "out").exists()  # nothing written
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "cls-00000-of-00003.jsonl").write_text("")  # another --num_shards
+    result = session(*cases[-1][0])
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 2 and "1 file(s) of an earlier run with another --num_shards" \
+        in last, last
+    # A killed run's leftovers: its temporary folder, and a shard of the run before it.
+    (tmp_path / "out" / "cls-00000-of-00003.jsonl").unlink()
+    (tmp_path / "out" / ".cls.beam-temp-0123").mkdir()
+    (tmp_path / "out" / ".cls.beam-temp-0123" / "cls-00000-of-00002.jsonl").write_text("half")
+    (tmp_path / "out" / "cls-00001-of-00002.jsonl").write_text("old\n")
     result = session(*cases[-1][0])
   assert result.returncode == 0, result.stderr[-3000:]
   assert "9 rows (8 answered, 1 dead letters)" in result.stderr
@@ -349,7 +360,7 @@ def test_command_line_refusals_and_two_local_workers(exports, tmp_path):
   run_pipeline(exports["classifier"], tmp_path / "in.jsonl", tmp_path / "here" / "cls",
                groups=beam_inference.default_groups(
                    beam_inference.expand_input(str(tmp_path / "in.jsonl")), 3))
-  assert folder_bytes(tmp_path / "out") == folder_bytes(tmp_path / "here")
+  assert folder_bytes(tmp_path / "out") == folder_bytes(tmp_path / "here")  # leftovers gone
 
 
 @pytest.mark.slow
