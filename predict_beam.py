@@ -113,6 +113,7 @@ def pipeline_options(beam_args):
 
 
 def quiet_local_runner():
+  """Beam's local chatter off (its warnings stay); the workers print their own progress."""
   std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
   for relay in ("apache_beam.runners.portability.local_job_service",
                 "apache_beam.ml.inference.base",  # no memory figures on this platform

@@ -11,6 +11,8 @@ head: speed does not depend on the head's values) and a text embedder, unless
 
   * loop: this process calls the export's serving_default on --batch_size sentences at a
     time, in file order (the model loaded and warmed up first: no start-up in the time);
+  * loop, sorted by length: the same, the sentences sorted by length first (the sort in
+    the time), as predict_beam.py batches them;
   * beam, N workers: `predict_beam.py --input_format=text --direct_num_workers=N
     --direct_running_mode=multi_processing` as a separate process, wall clock including
     its start-up and each worker's model load.
@@ -85,8 +87,9 @@ def make_exports(folder):
   return {kind: str(path) for kind, path in made.items()}
 
 
-def loop(export_dir, sentences):
-  """(seconds, answers): serving_default over the sentences, batch_size at a time."""
+def loop(export_dir, sentences, by_length=False):
+  """(seconds, answers in file order): serving_default over the sentences, batch_size at a
+  time, in file order or (by_length) sorted by length as predict_beam.py batches them."""
   import tensorflow as tf
   import tensorflow_text  # noqa: F401
   from bert_tf import beam_inference
@@ -95,11 +98,16 @@ def loop(export_dir, sentences):
   name = info.inputs[0]
   size = FLAGS.batch_size
   signature(**{name: tf.constant(sentences[:size])})  # warm-up: traced graphs, thread pools
-  answers = []
+  order = list(range(len(sentences)))
   start = time.perf_counter()
-  for i in range(0, len(sentences), size):
-    outputs = signature(**{name: tf.constant(sentences[i:i + size])})
-    answers.extend(beam_inference.answers_of(info, outputs))
+  if by_length:
+    order.sort(key=lambda i: len(sentences[i]))
+  answers = [None] * len(sentences)
+  for i in range(0, len(order), size):
+    rows = order[i:i + size]
+    outputs = signature(**{name: tf.constant([sentences[j] for j in rows])})
+    for j, answer in zip(rows, beam_inference.answers_of(info, outputs)):
+      answers[j] = answer
   return time.perf_counter() - start, answers
 
 
@@ -158,6 +166,10 @@ def main(_):
       results.add("%s: loop" % kind, {"s": (seconds, "s"), "rows/s": (base, "rows/s"),
                                       "speed-up": (1.0, "x")},
                   settings={"export": exports[kind]})
+      sorted_seconds, _ = loop(exports[kind], sentences, by_length=True)
+      results.add("%s: loop, sorted by length" % kind, {
+          "s": (sorted_seconds, "s"), "rows/s": (len(sentences) / sorted_seconds, "rows/s"),
+          "speed-up": (seconds / sorted_seconds, "x")})
       files = {}
       for workers in map(int, FLAGS.workers):
         prefix = os.path.join(tmp, "%s-%d" % (kind, workers), "out")

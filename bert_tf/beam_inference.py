@@ -308,10 +308,22 @@ class LoadedExport:
 _PROGRESS = []
 
 
+class _LogStream:
+  """A stream whose lines go to this module's log: a worker's log reaches the runner's."""
+
+  def write(self, text):
+    if text.strip():
+      _LOGGER.info(text.strip())
+
+  def flush(self):
+    pass
+
+
 def _progress():
-  """This worker process's progress line (rows/s, every 30 s, on its stderr)."""
+  """This worker process's progress line (rows/s, every 30 s, in its log)."""
   if not _PROGRESS:
-    _PROGRESS.append(progress.Progress(None, "rows", "worker %d" % os.getpid(), interval=30))
+    _PROGRESS.append(progress.Progress(None, "rows", "worker %d" % os.getpid(), _LogStream(),
+                                       interval=30))
   return _PROGRESS[0]
 
 
