@@ -119,11 +119,12 @@ def with_weights(model):
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-  """Tiny exports: a pair classifier, a multi-label classifier, NER, SQuAD, SWAG, a text
-  embedder."""
+  """Tiny exports: a pair classifier, a windows classifier, a multi-label classifier, NER,
+  SQuAD, SWAG, a text embedder."""
   from bert_tf import text_embedder
   from bert_tf.tasks.glue.export import export_classifier
   from bert_tf.tasks.glue.model import ClassifierModel
+  from bert_tf.tasks.glue.windows import WindowOptions
   from bert_tf.tasks.ner.export import export_ner
   from bert_tf.tasks.ner.model import TokenClassifierModel
   from bert_tf.tasks.own_data.export import export_own_data
@@ -139,6 +140,11 @@ def exports(tmp_path_factory):
           root / "classifier", with_weights(ClassifierModel(tiny_config(), num_labels=3,
                                                             dynamic_length=True)),
           VOCAB_UNCASED, True, SEQ, LABELS, text_pair=True),
+      "windows": export_classifier(  # long texts classified by pooling their windows
+          root / "windows", with_weights(ClassifierModel(tiny_config(), num_labels=3,
+                                                         dynamic_length=True)),
+          VOCAB_UNCASED, True, SEQ, LABELS, text_pair=False,
+          windows=WindowOptions(doc_stride=8)),
       "multi_label": export_own_data(
           root / "multi", with_weights(OwnDataModel(tiny_config(), num_labels=3,
                                                     problem_type="multi_label",
@@ -252,25 +258,30 @@ def test_classifier_answers_bad_rows_and_rerun(exports, signatures, tmp_path):
 
 
 @pytest.mark.slow
-def test_multi_label_text_lines_and_ner_entities(exports, signatures, tmp_path):
+def test_text_lines_through_multi_label_windows_and_ner_exports(exports, signatures, tmp_path):
   import tensorflow as tf
   (tmp_path / "in.txt").write_text("\n".join(TEXTS[:4]) + "\n\n" + "\n".join(TEXTS[4:]) + "\n",
                                    encoding="utf-8")
   lines = {i + 1: t for i, t in enumerate(TEXTS[:4])}
   lines.update({i + 6: t for i, t in enumerate(TEXTS[4:])})
-  for kind in ("multi_label", "ner"):
+  for kind in ("multi_label", "windows", "ner"):
     prefix = tmp_path / kind
     counts = run_pipeline(exports[kind], tmp_path / "in.txt", prefix, input_format="text")
     got = {row["id"]: row for row in read_jsonl(prefix)}
     assert sorted(got) == sorted(lines) and counts["dead_letters"] == 1
     assert read_dead(prefix) == [{"id": 5, "file": str(tmp_path / "in.txt"), "line": 5,
-                                  "error": "empty text in %r" % ("text_a" if kind ==
-                                                                 "multi_label" else "text")}]
+                                  "error": "empty text in %r" % ("text" if kind == "ner"
+                                                                 else "text_a")}]
     for line, text in lines.items():
       if kind == "multi_label":
         want = signatures[kind](text_a=tf.constant([text]))
         assert got[line]["labels"] == [s.decode() for s in want["labels"].numpy()[0] if s]
         assert got[line]["predicted"] == want["predicted"].numpy()[0].tolist()
+        assert_float32_close(got[line]["probabilities"], want["probabilities"].numpy()[0],
+                             ulps=EXPORT_ULPS)
+      elif kind == "windows":
+        want = signatures[kind](text_a=tf.constant([text]))
+        assert got[line]["labels"] == want["labels"].numpy()[0].decode()
         assert_float32_close(got[line]["probabilities"], want["probabilities"].numpy()[0],
                              ulps=EXPORT_ULPS)
       else:
@@ -285,7 +296,7 @@ def test_multi_label_text_lines_and_ner_entities(exports, signatures, tmp_path):
                              ulps=EXPORT_ULPS)
     if kind == "multi_label":
       assert {len(r["labels"]) for r in got.values()} == {1, 2}  # the padding "" dropped
-    else:
+    elif kind == "ner":
       assert sum(len(r["entities"]) for r in got.values()) > 2
 
 
