@@ -129,7 +129,8 @@ root, script, folder, done = sys.argv[1:5]
 sys.path.insert(0, root)
 path = os.path.join(root, script)
 source = open(path, encoding="utf-8").read()
-assert source.rstrip().endswith('if __name__ == "__main__":\n  cli.run(main)'), (
+parser = source.rstrip().endswith('\n  cli.run(main, flags_parser=parse_flags)')  # Beam's
+assert parser or source.rstrip().endswith('if __name__ == "__main__":\n  cli.run(main)'), (
     script + " no longer ends with cli.run(main): run it with run_script")
 name = os.path.splitext(os.path.basename(script))[0]
 spec = importlib.util.spec_from_file_location(name, path)
@@ -151,7 +152,7 @@ for count, line in enumerate(sys.stdin):
     os.close(target)
   code = 0
   try:
-    cli.run(module.main)
+    cli.run(module.main, **({"flags_parser": module.parse_flags} if parser else {}))
   except SystemExit as e:
     if isinstance(e.code, str):
       print(e.code, file=sys.stderr)

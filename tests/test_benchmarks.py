@@ -216,6 +216,13 @@ def test_pretraining_data_beam():
   pass
 
 
+@pytest.mark.skip(reason="spawns predict_beam.py runs with 1 and 2 worker processes, each "
+                  "loading TensorFlow and the export (too slow for this file's budget); "
+                  "tests/test_beam_inference.py checks the answers and bytes it compares")
+def test_beam_inference():
+  pass
+
+
 def test_precision_accuracy(runs):
   prepared = records_of(runs, "precision_accuracy prepare", "precision_accuracy", [])
   assert sorted(r["figures"]["documents"] for r in prepared.values()) == [4, 12]

@@ -32,6 +32,7 @@ DOCS = ["README.md"] + sorted(os.path.relpath(p, ROOT)
 # runs near its budget), where other tests run the same paths end to end: a whole doc, or
 # (doc, a string of the block). BERT_TF_DOCS_TEST=all runs them too.
 OVER_BUDGET = {
+    "docs/beam_inference.md": "tests/test_beam_inference.py runs the pipeline on each export kind",
     "docs/huggingface.md": "tests/test_hf_checkpoints.py converts both ways, fine-tunes from HF",
     "docs/ner.md": "tests/test_ner.py runs both approaches and the export",
     "docs/sentence_embeddings.md": "tests/test_text_embedder.py runs the export and the pooling",
@@ -83,6 +84,7 @@ ENV = {"BERT_DIR": "{release}", "HF_DIR": "{hf_dir}", "ST_DIR": "{st_dir}"}
 ENV_OF_DOC = {"docs/ner.md": {"BERT_DIR": "{cased_release}"}}
 # Blocks of other docs a doc reads the outputs of: (doc, a string of the block).
 PREREQUISITES = {
+    "docs/beam_inference.md": [("README.md", "run_classifier.py")],
     "docs/huggingface.md": [("README.md", "run_classifier.py")],
     "docs/pretraining.md": [("README.md", "create_pretraining_data.py")],
     "docs/serving.md": [("README.md", "run_classifier.py")],

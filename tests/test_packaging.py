@@ -61,9 +61,11 @@ def test_every_third_party_import_of_the_package_is_a_declared_dependency():
         if top == "bert_tf" or top in sys.stdlib_module_names:
           continue
         projects = {_project(d) for d in distributions.get(top, [top])}
-        # The Beam module needs the beam extra; the MediaPipe metadata writer runs in a Python
-        # of its own (mediapipe 0.10 cannot share TensorFlow's protobuf).
+        # The Beam modules need the beam extra (Parquet output: pyarrow, which apache-beam
+        # requires); the MediaPipe metadata writer runs in a Python of its own (mediapipe
+        # 0.10 cannot share TensorFlow's protobuf).
         allowed = runtime | {"bert_tf/pretraining_data_beam.py": beam,
+                             "bert_tf/beam_inference.py": beam | {"pyarrow"},
                              "bert_tf/mediapipe_metadata.py": {"mediapipe"}}.get(path, set())
         if not projects & allowed:
           missing.append("%s imports %s" % (path, top))
