@@ -25,6 +25,13 @@ def run_demo(*args):
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
 
 
+def assert_one_line_error(result, message):
+  """As the runners: exit code 2 and one line "error: ..." naming the problem, no traceback."""
+  assert result.returncode == 2, result.stderr[-3000:]
+  lines = result.stderr.splitlines()
+  assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+
+
 def answers(stdout):
   return [json.loads(line[len("answer: "):]) for line in stdout.splitlines()
           if line.startswith("answer: ")]
@@ -115,16 +122,14 @@ def test_rerun_skips_finished_stages(quick_run):
 def test_other_settings_refused(quick_run):
   out, _ = quick_run
   result = run_demo("--output_dir=%s" % out)  # a full run into a --quick folder
-  assert result.returncode != 0
-  assert "other settings" in result.stderr
+  assert_one_line_error(result, "holds a demo run with other settings (quick)")
 
 
 def test_clean_refuses_a_foreign_folder(tmp_path):
   keep = tmp_path / "notes.txt"
   keep.write_text("not a demo")
   result = run_demo("--quick", "--clean", "--output_dir=%s" % tmp_path)
-  assert result.returncode != 0
-  assert "not a demo output folder" in result.stderr
+  assert_one_line_error(result, "exists and is not a demo output folder")
   assert keep.read_text() == "not a demo"
 
 
@@ -133,8 +138,7 @@ def test_one_demo_at_a_time_per_folder(tmp_path):
   with open(tmp_path / ".demo.lock", "w") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running demo.py holds it
     result = run_demo("--quick", "--output_dir=%s" % tmp_path)
-  assert result.returncode != 0
-  assert "another demo.py is running" in result.stderr
+  assert_one_line_error(result, "another demo.py is running in")
   assert sorted(p.name for p in tmp_path.iterdir()) == [".demo.lock"]
 
 
