@@ -8,6 +8,10 @@ this file, run as a script, imports each benchmark module of its plan, parses it
 calls its main, then drops its flags before the next one. The peers' rows (Hugging Face
 transformers, ONNX Runtime) need a Python with torch, transformers, onnxruntime, onnx and
 onnxscript, which CI has not: set BERT_TF_PEER_PYTHON to one to run them too.
+
+Not run here: benchmarks/pretraining_data_beam.py, which starts create_pretraining_data.py and
+the Beam pipeline as separate processes (a TensorFlow start-up each); the check it makes, the
+Beam records equal to the single-file runs', is tests/test_pretraining_data_beam.py's.
 """
 
 import importlib
@@ -207,13 +211,6 @@ def test_pretraining_data(runs):
   rows = records_of(runs, "pretraining_data", "pretraining_data",
                     ["bert_tf", "bert_tf read + tokenize", "bert_tf encode + write"])
   assert rows["bert_tf"]["figures"]["records"] > 0
-
-
-@pytest.mark.skip(reason="spawns create_pretraining_data.py and the Beam pipeline as separate "
-                  "processes (a TensorFlow start-up each, too slow for this file's budget); "
-                  "tests/test_pretraining_data_beam.py checks the records it compares")
-def test_pretraining_data_beam():
-  pass
 
 
 def test_precision_accuracy(runs):
