@@ -25,7 +25,8 @@ import traceback
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+
 PEER_PYTHON = os.environ.get("BERT_TF_PEER_PYTHON")
 NO_PEER = "no peer Python: set BERT_TF_PEER_PYTHON to one with torch, transformers, " \
           "onnxruntime, onnx and onnxscript to time the peers' rows"
@@ -47,7 +48,6 @@ def _classifier_checkpoint(folder):
   """The tiny encoder with a 2-label classifier head, as a run_classifier --output_dir holds."""
   import numpy as np
   from bert_tf import checkpoints
-  from conftest import TINY_CKPT
   _, variables = checkpoints.read_variables(TINY_CKPT)
   variables = {n: v for n, v in variables.items() if n.startswith("bert/")}
   rng = np.random.default_rng(0)
@@ -58,7 +58,6 @@ def _classifier_checkpoint(folder):
 
 def _plan(tmp):
   """[(name, benchmark module, flags)]: every benchmark this test runs, with its tiny inputs."""
-  from conftest import TINY_CONFIG, VOCAB_UNCASED
   from test_text_embedder import write_st_folder
   model_dir = write_st_folder(tmp / "minilm_like")  # also an HF BERT folder (hf_parity)
   with open(os.path.join(ROOT, "data", "pretraining_corpus.txt"), encoding="utf-8") as f:

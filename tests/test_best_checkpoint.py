@@ -11,7 +11,7 @@ from bert_tf import checkpoint_keeper
 from bert_tf.checkpoint_keeper import BestCheckpoint, CheckpointKeeper
 from bert_tf.errors import UserInputError
 from bert_tf.runner_flags import RunOptions
-from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 
 
 def _saved(folder, *steps):

@@ -12,8 +12,7 @@ from bert_tf.checkpoint_keeper import CheckpointKeeper
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
-from conftest import TINY_CKPT, TINY_DIR, tiny_config
-from helpers import damaged_copy
+from helpers import TINY_CKPT, TINY_DIR, damaged_copy, tiny_config
 from test_hf_checkpoints import HF_CONFIG, make_hf_state, write_hf_folder
 
 

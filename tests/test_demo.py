@@ -7,22 +7,20 @@ as a subprocess of the real runners, checking every stage's output.
 import importlib.util
 import json
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
+from helpers import ROOT, VOCAB_UNCASED, run_script
+
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-DATA = REPO / "data"
+DATA = pathlib.Path(ROOT) / "data"
 QUICK_STEPS = 20  # demo.QUICK["pretrain_steps"]
 QUICK_SEQ = 32  # demo.QUICK["max_seq_length"]
 
 
 def run_demo(*args):
-  return subprocess.run([sys.executable, str(REPO / "demo.py"), *args], cwd=REPO,
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+  return run_script("demo.py", *args, timeout=600)
 
 
 def assert_one_line_error(result, message):
@@ -163,8 +161,7 @@ def test_sample_data_is_small():
 
 
 def test_vocab_is_bert_base_uncased():
-  fixture = REPO / "tests" / "fixtures" / "vocab_uncased.txt"
-  assert (DATA / "vocab.txt").read_bytes() == fixture.read_bytes()
+  assert (DATA / "vocab.txt").read_bytes() == pathlib.Path(VOCAB_UNCASED).read_bytes()
 
 
 def test_mrpc_sample_reads_and_is_balanced():

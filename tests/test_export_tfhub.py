@@ -14,9 +14,8 @@ import tensorflow_text as tf_text
 
 from bert_tf import checkpoints, export, packing, text_packing, tfhub_export, tokenization
 from bert_tf.errors import UserInputError
-from conftest import (PRECISION_TOLERANCE, TINY_CONFIG, TINY_DIR, VOCAB_UNCASED,
-                      tiny_pretraining_model)
-from helpers import ROOT, run_isolated, run_serving_script, run_tf_keras_script
+from helpers import (PRECISION_TOLERANCE, ROOT, TINY_CONFIG, TINY_DIR, VOCAB_UNCASED, run_isolated,
+                     run_serving_script, run_tf_keras_script, tiny_pretraining_model)
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
 

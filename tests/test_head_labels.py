@@ -7,8 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
-from helpers import run_script
+from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
 
 from bert_tf import checkpoints, conversion, head_labels, hf_checkpoints, run_folder
 from bert_tf.errors import UserInputError

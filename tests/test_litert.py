@@ -12,8 +12,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from conftest import TINY_CKPT, VOCAB_UNCASED, tiny_config
-from helpers import run_script, run_script_cases
+from helpers import TINY_CKPT, VOCAB_UNCASED, run_script, run_script_cases, tiny_config
 
 from bert_tf import checkpoints, export, litert_export
 from bert_tf.errors import UserInputError

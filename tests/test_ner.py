@@ -9,8 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
-from helpers import ROOT, run_script, run_serving_script
+from helpers import ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script, run_serving_script
 
 from bert_tf import tokenization
 from bert_tf.tasks import ner

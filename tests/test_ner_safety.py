@@ -9,8 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import TINY_CKPT
-from helpers import run_script
+from helpers import TINY_CKPT, run_script
 from test_ner import ner_args, read_results, slice_data
 
 from bert_tf.errors import UserInputError

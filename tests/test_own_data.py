@@ -12,7 +12,7 @@ import pytest
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.own_data import data, metrics, postprocess, weights
 from bert_tf.tasks.own_data.data import Columns
-from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 
 COLUMNS = Columns()
 
