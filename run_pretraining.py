@@ -30,7 +30,6 @@ from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import OBJECTIVES, PretrainingTask
 
-FLAGS = flags.FLAGS
 
 flags.DEFINE_string("input_file", None,
                     "Input TF example files (can be a glob or comma separated).")

@@ -30,7 +30,6 @@ from bert_tf.errors import UserInputError
 from bert_tf.tasks import squad
 from bert_tf.tasks.squad import metrics as squad_metrics
 
-FLAGS = flags.FLAGS
 
 flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
 flags.DEFINE_string("predict_file", None,

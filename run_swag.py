@@ -23,7 +23,6 @@ from absl import flags
 from bert_tf import cli, runner, runner_flags
 from bert_tf.tasks import swag
 
-FLAGS = flags.FLAGS
 
 flags.DEFINE_string("data_dir", None, "Folder with SWAG's train.csv, val.csv and test.csv.")
 runner_flags.define_finetuning_flags(
