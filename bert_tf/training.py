@@ -1,4 +1,4 @@
-"""THE training loop of bert_tf, shared by pretraining and every fine-tuning runner.
+"""The one training loop of bert_tf, shared by pretraining and every fine-tuning runner.
 
 One optimizer step:
   1. take `accumulation_steps` micro-batches from the (distributed) iterator;
