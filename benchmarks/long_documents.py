@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import flags
 import numpy as np
 

@@ -32,7 +32,7 @@ import re
 import subprocess
 import sys
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import app, flags
 
 from benchmarks import common, peers

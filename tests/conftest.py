@@ -1,6 +1,6 @@
 """The tests' shared fixtures (the constants and helpers they use are in helpers.py)."""
 
-import bert_tf  # noqa: F401  (sets TensorFlow environment defaults before TF loads)
+import bert_tf  # noqa: F401  (sets TensorFlow environment defaults before TF loads)  # isort: skip
 import pytest
 
 from helpers import TINY_DIR, VOCAB_UNCASED, ScriptSession

@@ -47,6 +47,7 @@ def _reuters(path, rows):
 def _classifier_checkpoint(folder):
   """The tiny encoder with a 2-label classifier head, as a run_classifier --output_dir holds."""
   import numpy as np
+
   from bert_tf import checkpoints
   _, variables = checkpoints.read_variables(TINY_CKPT)
   variables = {n: v for n, v in variables.items() if n.startswith("bert/")}

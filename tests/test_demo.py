@@ -74,6 +74,7 @@ def test_classifier_eval_and_export_agree(quick_run):
   """eval_results.txt's accuracy equals the exported SavedModel's answers on the dev set."""
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (registers the export's tokenizer ops)
+
   from bert_tf.tasks import glue
   out, _ = quick_run
   results = dict(line.split(" = ") for line in

@@ -21,7 +21,6 @@ from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
 from helpers import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, pretraining_model, run_script
 
-
 # Intermediate size differs from hidden size so a missed transpose cannot go unnoticed.
 HF_CONFIG = {"architectures": ["BertForPreTraining"], "model_type": "bert", "vocab_size": 30522,
              "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,

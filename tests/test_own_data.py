@@ -573,8 +573,8 @@ def test_training_labels_order_and_refusals():
 
 
 def test_the_model_losses_use_the_weights_and_survive_its_config():
-  from bert_tf.tasks.own_data import model
   from bert_tf.config import BertConfig
+  from bert_tf.tasks.own_data import model
   config = BertConfig.from_json_file(TINY_CONFIG)
   single = model.OwnDataModel(config, num_labels=2, class_weights=[2.0, 0.5])
   again = model.OwnDataModel.from_config(single.get_config())

@@ -18,8 +18,15 @@ from bert_tf import input_pipeline, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import PretrainingTask
-from helpers import (FIXTURES, FLOAT32_EPS, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED,
-                     assert_float32_close)
+from helpers import (
+  FIXTURES,
+  FLOAT32_EPS,
+  ROOT,
+  TINY_CKPT,
+  TINY_CONFIG,
+  VOCAB_UNCASED,
+  assert_float32_close,
+)
 
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
 FORWARD = FIXTURES / "model_forward"

@@ -8,8 +8,14 @@ import types
 import pytest
 import tensorflow as tf
 
-from bert_tf import (cli, example_codec, pretraining_corpus, pretraining_data,
-                     pretraining_instances, tokenization)
+from bert_tf import (
+  cli,
+  example_codec,
+  pretraining_corpus,
+  pretraining_data,
+  pretraining_instances,
+  tokenization,
+)
 from bert_tf.errors import UserInputError
 from helpers import FIXTURES, VOCAB_UNCASED, run_script
 

@@ -6,10 +6,22 @@ import tensorflow as tf
 
 from bert_tf import checkpoints, input_pipeline, optimization, training
 from bert_tf.config import BertConfig
-from bert_tf.tasks.pretraining import (LeftToRightLMModel, MaskedLMModel, PretrainingModel,
-                                       PretrainingTask, unmasked_ids)
-from helpers import (FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, assert_float32_close,
-                     run_script, tiny_config)
+from bert_tf.tasks.pretraining import (
+  LeftToRightLMModel,
+  MaskedLMModel,
+  PretrainingModel,
+  PretrainingTask,
+  unmasked_ids,
+)
+from helpers import (
+  FIXTURES,
+  TINY_CKPT,
+  TINY_CONFIG,
+  VOCAB_UNCASED,
+  assert_float32_close,
+  run_script,
+  tiny_config,
+)
 
 
 def _batch():

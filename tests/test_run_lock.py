@@ -9,9 +9,7 @@ import pytest
 
 from bert_tf import run_lock
 from bert_tf.errors import UserInputError
-
 from helpers import ROOT
-
 
 _HOLDER = """
 import sys, time

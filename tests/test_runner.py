@@ -353,6 +353,7 @@ def test_bfloat16_on_a_cpu_without_avx512_is_warned_about(monkeypatch, caplog, f
 
 def test_inference_precision_flag_gives_the_export_its_model():
   import types
+
   from bert_tf import precision
   from bert_tf.tasks import glue
 

@@ -104,7 +104,9 @@ def test_training_lowers_the_loss_and_stores_the_head_under_its_documented_name(
 @pytest.mark.slow
 def test_export_answers_raw_text_like_the_python_path_in_a_fresh_process(tmp_path):
   import json
+
   import numpy as np
+
   from bert_tf import checkpoints
   from bert_tf.tasks.swag.export import export_swag
   model = swag.MultipleChoiceModel(tiny_config(), dynamic_length=True)  # the reference: full 32

@@ -16,8 +16,14 @@ import tensorflow as tf
 from bert_tf import checkpoints, input_pipeline, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.tasks import glue, pretraining, squad, swag
-from helpers import (FIXTURES, TINY_CKPT, VOCAB_UNCASED, assert_float32_close, float32_approx,
-                     tiny_config)
+from helpers import (
+  FIXTURES,
+  TINY_CKPT,
+  VOCAB_UNCASED,
+  assert_float32_close,
+  float32_approx,
+  tiny_config,
+)
 
 FORWARD = FIXTURES / "model_forward"
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
