@@ -17,7 +17,7 @@ original's (tanh) "gelu" becomes HF's "gelu_new", so the converted model compute
 source computed. The name table is bert_tf/names.py; the conversions, bert_tf/conversion.py.
 """
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 
 from bert_tf import checkpoints, cli, conversion, run_folder

@@ -25,7 +25,7 @@ import re
 import sys
 import time
 
-import bert_tf  # noqa: F401  (environment defaults)
+import bert_tf  # noqa: F401  (environment defaults)  # isort: skip
 from absl import flags, logging
 
 std_logging.disable(std_logging.WARNING)  # Beam's import warns about optional GCP clients

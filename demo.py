@@ -14,7 +14,8 @@ command first so you can copy it:
 Re-running skips the stages whose output is complete (an interrupted pretraining
 resumes from its last checkpoint); --clean empties --output_dir and starts over.
 --quick runs a few steps of everything at a small sequence length (for the tests).
-The demo itself uses only the standard library; the stages need requirements.txt.
+The demo itself uses only the standard library (and bert_tf.errors); the stages need
+requirements.txt. A problem is one line on stderr and exit code 2, as in the runners.
 """
 
 import argparse
@@ -28,6 +29,8 @@ import shutil
 import subprocess
 import sys
 import time
+
+from bert_tf.errors import UserInputError
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(REPO, "data")
@@ -143,9 +146,10 @@ class Demo:
       with open(settings_path, encoding="utf-8") as f:
         previous = json.load(f)
       if previous != settings:
-        sys.exit("error: %s holds a demo run with other settings (%s); pass --clean to start "
-                 "over or choose another --output_dir." %
-                 (shown(self.out), "quick" if previous.get("quick") else "full"))
+        raise UserInputError(
+            "%s holds a demo run with other settings (%s); pass --clean to start over or "
+            "choose another --output_dir." %
+            (shown(self.out), "quick" if previous.get("quick") else "full"))
     os.makedirs(self.logs, exist_ok=True)
     write_atomically(settings_path, json.dumps(settings, indent=1, sort_keys=True) + "\n")
     with open(os.path.join(DATA, "vocab.txt"), encoding="utf-8") as f:
@@ -180,8 +184,8 @@ class Demo:
       code = process.wait()
     self.times[name] = time.monotonic() - start
     if code:
-      sys.exit("error: stage %s failed (exit code %d); its output is in %s" %
-               (name, code, shown(log_path)))
+      raise UserInputError("stage %s failed (exit code %d); its output is in %s" %
+                           (name, code, shown(log_path)))
     return lines
 
   def skip(self, name, what):
@@ -238,8 +242,8 @@ class Demo:
     if os.path.exists(eval_results) and exported:
       return self.skip("run_classifier", self.paths["saved_model"])
     if exported:
-      sys.exit("error: %s exists but %s does not; pass --clean to start over." %
-               (shown(self.paths["saved_model"]), shown(eval_results)))
+      raise UserInputError("%s exists but %s does not; pass --clean to start over." %
+                           (shown(self.paths["saved_model"]), shown(eval_results)))
     self.run("run_classifier", "run_classifier.py", [
         ("task_name", "MRPC"), ("do_train", "True"), ("do_eval", "True"),
         ("data_dir", shown(os.path.join(DATA, "mrpc_sample"))),
@@ -268,7 +272,7 @@ class Demo:
     sys.stderr.write(result.stderr)
     sys.stdout.write(result.stdout)
     if result.returncode:
-      sys.exit("error: ask.py failed (exit code %d)" % result.returncode)
+      raise UserInputError("ask.py failed (exit code %d)" % result.returncode)
     return [json.loads(line[len("answer: "):]) for line in result.stdout.splitlines()
             if line.startswith("answer: ")]
 
@@ -355,6 +359,15 @@ def minutes(seconds):
 
 
 def main():
+  """Runs the demo; a problem is one line "error: ..." on stderr and exit code 2."""
+  try:
+    run_demo()
+  except UserInputError as e:
+    print("error: %s" % e, file=sys.stderr)
+    sys.exit(2)
+
+
+def run_demo():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--output_dir", default="demo_output",
                       help="where every stage writes (default: demo_output)")
@@ -366,14 +379,15 @@ def main():
   start = time.monotonic()
   out = os.path.abspath(args.output_dir)
   if is_foreign(out):
-    sys.exit("error: %s exists and is not a demo output folder; choose another --output_dir%s."
-             % (shown(out), " (--clean deletes only demo output folders)" if args.clean else ""))
+    raise UserInputError(
+        "%s exists and is not a demo output folder; choose another --output_dir%s." %
+        (shown(out), " (--clean deletes only demo output folders)" if args.clean else ""))
   os.makedirs(out, exist_ok=True)
   with open(os.path.join(out, LOCK_FILE), "w") as lock:
     try:  # released by the OS when this process ends, however it ends
       fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-      sys.exit("error: another demo.py is running in %s." % shown(out))
+      raise UserInputError("another demo.py is running in %s." % shown(out)) from None
     if args.clean:
       print("--clean: deleting the contents of %s" % shown(out), flush=True)
       for name in sorted(set(os.listdir(out)) - {LOCK_FILE}):

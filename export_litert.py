@@ -21,7 +21,7 @@ import sys
 import tempfile
 import zipfile
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 
 from bert_tf import cli, export, litert_export

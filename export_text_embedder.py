@@ -16,7 +16,7 @@ SavedModel's interface and docs/sentence_embeddings.md for examples.
 
 import os
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 
 from bert_tf import cli, precision, text_embedder

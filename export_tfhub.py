@@ -9,7 +9,7 @@ Then `encoder(preprocessor(strings))` works as with TF Hub's BERT models; the
 interface is described in bert_tf/tfhub_export.py.
 """
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 
 from bert_tf import checks, cli, precision, tfhub_export

@@ -10,11 +10,10 @@ Same flags and JSON-lines output as Google's extract_features.py:
 Each input line is one example; `sentence A ||| sentence B` makes a pair.
 """
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 
-from bert_tf import (checkpoints, checks, cli, feature_extraction, precision, runner,
-                     text_embedder)
+from bert_tf import checkpoints, checks, cli, feature_extraction, precision, runner, text_embedder
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertModel
 

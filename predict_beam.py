@@ -20,8 +20,9 @@ import re
 import sys
 import time
 
-import bert_tf  # noqa: F401  (environment defaults)
 from absl import flags, logging
+
+import bert_tf  # noqa: F401  (environment defaults)
 
 std_logging.disable(std_logging.WARNING)  # Beam's import warns about optional GCP clients
 try:

@@ -22,7 +22,7 @@ import dataclasses
 import random
 import sys
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 import numpy as np
 import tensorflow as tf
@@ -31,8 +31,9 @@ from bert_tf import cli, run_folder, runner, runner_flags
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue, own_data
 from bert_tf.tasks.glue import windows as glue_windows
-from bert_tf.tasks.own_data import (data as own_data_files, features as own_features,
-                                    labels as own_labels)
+from bert_tf.tasks.own_data import data as own_data_files
+from bert_tf.tasks.own_data import features as own_features
+from bert_tf.tasks.own_data import labels as own_labels
 
 FLAGS = flags.FLAGS
 

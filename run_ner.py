@@ -10,7 +10,7 @@ Outputs, flags and the conlleval scores: docs/ner.md.
 
 import sys
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags
 
 from bert_tf import checks, cli, runner, runner_flags

@@ -18,10 +18,9 @@ runner given that config keeps the left-to-right mask, as the paper's LTR model 
 """
 
 import os
-
 import sys
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 import tensorflow as tf
 
@@ -29,8 +28,6 @@ from bert_tf import checks, cli, input_pipeline, runner, runner_flags
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import OBJECTIVES, PretrainingTask
-
-FLAGS = flags.FLAGS
 
 flags.DEFINE_string("input_file", None,
                     "Input TF example files (can be a glob or comma separated).")

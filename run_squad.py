@@ -18,10 +18,9 @@ eval_results.json; for v2 its best_f1_thresh can be fed back as
 
 import json
 import random
-
 import sys
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 import tensorflow as tf
 
@@ -29,8 +28,6 @@ from bert_tf import checks, cli, runner, runner_flags
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import squad
 from bert_tf.tasks.squad import metrics as squad_metrics
-
-FLAGS = flags.FLAGS
 
 flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
 flags.DEFINE_string("predict_file", None,

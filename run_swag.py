@@ -14,16 +14,13 @@ Google-layout checkpoints as cls/swag/output_weights [1, hidden_size].
 """
 
 import os
-
 import sys
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags
 
 from bert_tf import cli, runner, runner_flags
 from bert_tf.tasks import swag
-
-FLAGS = flags.FLAGS
 
 flags.DEFINE_string("data_dir", None, "Folder with SWAG's train.csv, val.csv and test.csv.")
 runner_flags.define_finetuning_flags(

@@ -31,11 +31,11 @@ import sys
 import tempfile
 import time
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
-import numpy as np
 from absl import app, flags
+import numpy as np
 
 from benchmarks import common
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)
 
 ROOT = common.ROOT
 FLAGS = flags.FLAGS
@@ -92,6 +92,7 @@ def loop(export_dir, sentences, by_length=False):
   time, in file order or (by_length) sorted by length as predict_beam.py batches them."""
   import tensorflow as tf
   import tensorflow_text  # noqa: F401
+
   from bert_tf import beam_inference
   info = beam_inference.describe_export(export_dir)
   signature = tf.saved_model.load(export_dir).signatures["serving_default"]

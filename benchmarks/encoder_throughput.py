@@ -22,7 +22,7 @@ shared machine, hence its measurement in the same run). Prints figures only (com
 import os
 import tempfile
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import app, flags
 import tensorflow as tf
 

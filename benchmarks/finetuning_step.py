@@ -18,7 +18,7 @@ import os
 import statistics
 import tempfile
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import app, flags
 import numpy as np
 import tensorflow as tf

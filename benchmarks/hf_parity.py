@@ -23,9 +23,9 @@ import json
 import os
 import tempfile
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
-import numpy as np
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import app, flags
+import numpy as np
 
 from benchmarks import common, numpy_bert
 

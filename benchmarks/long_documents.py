@@ -30,7 +30,7 @@ import random
 import subprocess
 import sys
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import flags
 import numpy as np
 

@@ -19,7 +19,7 @@ Summed kernel times exceed the wall time when ops run in parallel. Prints figure
 import collections
 import os
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import app, flags
 import numpy as np
 import tensorflow as tf

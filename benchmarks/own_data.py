@@ -31,12 +31,11 @@ import os
 import subprocess
 import sys
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import app, flags
 
 from benchmarks import common, peers
-from benchmarks.reuters import (TOPICS, read_reuters, scores, training_seconds,
-                                write_jsonl)
+from benchmarks.reuters import TOPICS, read_reuters, scores, training_seconds, write_jsonl
 
 FLAGS = flags.FLAGS
 RUNS = ("multi", "hf", "grain", "corn", "corn_balanced")

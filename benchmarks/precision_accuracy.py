@@ -38,7 +38,7 @@ import shutil
 import sys
 import tempfile
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import flags
 
 from benchmarks import common, timing
@@ -125,6 +125,7 @@ def read_test_set(path, tokenizer, max_seq_length):
   """(features {encoder input: int32 [N, max_seq_length]}, labels int [N]) of an SST-2-layout
   file, read by run_classifier's sst-2 processor and packed as its eval packs them."""
   import numpy as np
+
   from bert_tf.tasks import glue
   processor = glue.Sst2Processor()
   processor.dev_file = os.path.basename(path)
@@ -230,6 +231,7 @@ def savedmodel_probabilities(export_dir, features, batch_size):
   import numpy as np
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (the export's text signatures need its ops to load)
+
   from bert_tf import export
   serve = tf.saved_model.load(export_dir).signatures[export.IDS_SIGNATURE]
   total = len(features["input_word_ids"])
@@ -253,6 +255,7 @@ def one_request(features, index):
 def litert_probabilities(path, features):
   """As predict_probabilities, through the .tflite at `path`, one document a call."""
   import numpy as np
+
   from bert_tf import export, litert_export
   runner = litert_export.interpreter(path).get_signature_runner(export.IDS_SIGNATURE)
   total = len(features["input_word_ids"])

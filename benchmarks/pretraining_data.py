@@ -14,7 +14,7 @@ import os
 import sys
 import tempfile
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import app, flags
 import tensorflow as tf
 

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import app, flags
 
 from benchmarks import common
@@ -118,6 +118,7 @@ def run(args, log):
 def records(paths):
   """Multiset of the parsed records in the files."""
   import tensorflow as tf
+
   from bert_tf import example_codec
   return collections.Counter(
       tuple(sorted((k, tuple(v)) for k, v in example_codec.parse_example(r.numpy()).items()))

@@ -11,7 +11,7 @@ forward FLOPs) and the ratio to the matmul peak of --dtype measured in the same
 run. Prints figures only (common.Results).
 """
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import app, flags
 import numpy as np
 import tensorflow as tf

@@ -32,7 +32,7 @@ import statistics
 import sys
 import tempfile
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import app, flags, logging
 
 from benchmarks import common
@@ -77,6 +77,7 @@ def export_classifier(folder, vocab_file):
 def export_parts(folder, vocab_file):
   """The export's tokenizer alone (`tokenize`) and an `identity` signature."""
   import tensorflow as tf
+
   from bert_tf import export
   tokenizer = export.make_tokenizer(vocab_file, FLAGS.do_lower_case)
   module = export.ServingModule(tokenizer, [])

@@ -24,7 +24,7 @@ import os
 import sys
 import tempfile
 
-import bert_tf  # noqa: F401  (TensorFlow environment defaults)
+import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import app, flags
 
 from benchmarks import common, peers

@@ -18,7 +18,6 @@ import os
 import site
 import sys
 
-
 # Every device factory TensorFlow registers, the CUDA ones (GPU, XLA_GPU) left out.
 _NON_CUDA_DEVICE_TYPES = "CPU,XLA_CPU,TPU,TPU_SYSTEM"
 

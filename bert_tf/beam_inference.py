@@ -456,6 +456,7 @@ class WriteShard(beam.DoFn):
 def _tfrecord_frame(data):
   """One TFRecord: length, masked CRC32C of it, data, masked CRC32C of the data."""
   import struct
+
   from apache_beam.io.tfrecordio import _TFRecordUtil
   header = struct.pack("<Q", len(data))
   return (header + struct.pack("<I", _TFRecordUtil._masked_crc32c(header)) + data +

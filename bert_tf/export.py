@@ -26,8 +26,8 @@ import platform
 import unicodedata
 import uuid
 
-import tensorflow as tf
 from absl import logging as absl_logging
+import tensorflow as tf
 
 import bert_tf
 from bert_tf import precision

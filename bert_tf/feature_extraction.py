@@ -13,9 +13,9 @@ import json
 import os
 import re
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from bert_tf import cpu, packing, precision, user_files
 from bert_tf.errors import UserInputError

@@ -15,13 +15,12 @@ import mmap
 import struct
 import time
 
+from absl import logging
 import google_crc32c
 import tensorflow as tf
-from absl import logging
 
 from bert_tf import example_codec
 from bert_tf.errors import UserInputError
-
 
 # Record layouts and their encoding are stated in example_codec, without TensorFlow, for
 # writers that run without it; the specs below are those layouts with TF dtypes, for parsing.

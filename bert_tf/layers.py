@@ -14,8 +14,8 @@ and Model Garden's mixed-precision BERT.
 import math
 
 import keras
-import tensorflow as tf
 from keras import ops
+import tensorflow as tf
 
 from bert_tf.config import BertConfig
 

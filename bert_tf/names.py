@@ -1,4 +1,4 @@
-"""THE checkpoint name table: each weight's Google name, Hugging Face key and Keras attribute.
+"""The one checkpoint name table: each weight's Google name, Hugging Face key and Keras attribute.
 
 Pure data at the bottom of the package (no TensorFlow, no other bert_tf module),
 so every layer above can read it: the encoder and each head find their variables

@@ -22,8 +22,8 @@ A copy is made because Keras fixes a layer's compute dtype when it is built; the
 float32 model stays usable (e.g. to export again at another precision).
 """
 
-import keras
 from absl import flags
+import keras
 
 from bert_tf.errors import UserInputError
 

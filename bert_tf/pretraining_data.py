@@ -13,9 +13,17 @@ TensorFlow is not imported here.
 
 from bert_tf import example_codec
 from bert_tf.pretraining_corpus import (  # noqa: F401  (has_text, no_text_error: the scripts')
-    has_text, iter_documents, no_text_error, read_documents)
+  has_text,
+  iter_documents,
+  no_text_error,
+  read_documents,
+)
 from bert_tf.pretraining_instances import (
-    MASK_TOKEN_PROB, RANDOM_TOKEN_PROB, create_training_instances, new_rng)
+  MASK_TOKEN_PROB,
+  RANDOM_TOKEN_PROB,
+  create_training_instances,
+  new_rng,
+)
 from bert_tf.progress import Progress
 
 

@@ -25,9 +25,22 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import (checkpoint_keeper, checks, cli, cpu, distribution, example_codec,
-                     head_labels, input_pipeline, precision, run_folder, run_lock, runner_flags,
-                     tokenization, training)
+from bert_tf import (
+  checkpoint_keeper,
+  checks,
+  cli,
+  cpu,
+  distribution,
+  example_codec,
+  head_labels,
+  input_pipeline,
+  precision,
+  run_folder,
+  run_lock,
+  runner_flags,
+  tokenization,
+  training,
+)
 from bert_tf.config import BertConfig
 from bert_tf.errors import Preempted, UserInputError
 from bert_tf.runner_flags import RunOptions

@@ -1,37 +1,10 @@
-"""In-graph BERT tokenization (TensorFlow and tensorflow_text ops).
+"""In-graph BERT tokenization: `FullTokenizer`'s token ids as TensorFlow ops.
 
-`BertTextTokenizer` gives the same token ids as the pure-Python
-`bert_tf.tokenization.FullTokenizer`, but runs as graph ops, so it works inside
-`tf.data` and inside a SavedModel's `tf.function`, and a SavedModel carries the
-vocabulary and every character table (no path to vocab.txt is kept).
-
-Every per-character decision is taken from the running Python's `unicodedata` when the
-tokenizer is built (`bert_tf.text_unicode` says why) and embedded as constants:
-
-* cleaning (drop NUL, U+FFFD, Cc/Cf except tab/newline/CR) is one `regex_replace`
-  whose class is an explicit list of code point ranges;
-* with `do_lower_case`: a capital sigma in final position becomes U+03C2 by a
-  regex built from Python's own Cased/Case_Ignorable behaviour (what `str.lower()`
-  does), then every code point maps through a table to `NFD(c.lower())`, marks are
-  put in canonical order (a stable sort on the combining class, run only when a
-  non-Mn mark needs it), and Mn code points are dropped; all-ASCII strings just
-  get `tf.strings.lower`; `strip_accents` (see `tokenization.resolve_strip_accents`)
-  picks the table: `c.lower()` without NFD, sorting and Mn removal when accents are
-  kept, `NFD(c)` without the sigma rule when they are stripped without lower-casing;
-* whitespace, punctuation and CJK ideographs split words in one
-  `tensorflow_text.regex_split` with explicit ranges;
-* words over 200 code points become `[UNK]`; the rest go through
-  `tensorflow_text.FastWordpieceTokenizer` (same greedy longest-match-first
-  result as the original, in linear time).
-
-Packing follows `convert_single_example` (see `bert_tf.text_packing`).
-
-Invalid UTF-8 bytes are dropped first, like `bytes.decode("utf-8", "ignore")`.
-
-Known differences from `FullTokenizer`: none found (the golden cases and the random
-property tests in tests/test_text.py all match). A SavedModel keeps the tables of
-the Python that exported it, so it can differ from a later Python whose
-`unicodedata` has a newer Unicode version, exactly as two Pythons differ.
+`BertTextTokenizer` runs inside `tf.data` and a SavedModel's `tf.function`, where Python code
+cannot, and embeds the vocabulary and the character tables of the running Python's
+`unicodedata` as constants, so an export needs no vocab.txt and tokenizes as the exporting
+Python did. How each step of the original maps to ops: docs/faithfulness.md, "The in-graph
+tokenizer".
 """
 
 import collections.abc

@@ -7,6 +7,7 @@ that dependency in one place, to check when TensorFlow or tensorflow_text is upg
 """
 
 import tensorflow as tf
+
 # Internals: an un-lowered Case (`lazy_cond`) and tf-text's split kernel without the
 # validation of its public wrapper (`regex_split`).
 from tensorflow.python.ops import cond_v2

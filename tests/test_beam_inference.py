@@ -8,8 +8,7 @@ import pytest
 
 from bert_tf import beam_inference
 from bert_tf.errors import UserInputError
-from conftest import TINY_CKPT, VOCAB_UNCASED, assert_float32_close, tiny_config
-from helpers import ScriptSession
+from helpers import TINY_CKPT, VOCAB_UNCASED, ScriptSession, assert_float32_close, tiny_config
 
 SEQ = 16
 EXPORT_ULPS = 32  # as test_export: another batch (padding, kernels) moves float32 rounding

@@ -8,6 +8,12 @@ this file, run as a script, imports each benchmark module of its plan, parses it
 calls its main, then drops its flags before the next one. The peers' rows (Hugging Face
 transformers, ONNX Runtime) need a Python with torch, transformers, onnxruntime, onnx and
 onnxscript, which CI has not: set BERT_TF_PEER_PYTHON to one to run them too.
+
+Not run here: benchmarks/pretraining_data_beam.py, which starts create_pretraining_data.py and
+the Beam pipeline as separate processes (a TensorFlow start-up each); the check it makes, the
+Beam records equal to the single-file runs', is tests/test_pretraining_data_beam.py's. Nor
+benchmarks/beam_inference.py, which starts predict_beam.py with 1 and 2 worker processes: its
+checks (the answers and bytes of both equal) are tests/test_beam_inference.py's.
 """
 
 import importlib
@@ -21,7 +27,8 @@ import traceback
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+
 PEER_PYTHON = os.environ.get("BERT_TF_PEER_PYTHON")
 NO_PEER = "no peer Python: set BERT_TF_PEER_PYTHON to one with torch, transformers, " \
           "onnxruntime, onnx and onnxscript to time the peers' rows"
@@ -42,8 +49,8 @@ def _reuters(path, rows):
 def _classifier_checkpoint(folder):
   """The tiny encoder with a 2-label classifier head, as a run_classifier --output_dir holds."""
   import numpy as np
+
   from bert_tf import checkpoints
-  from conftest import TINY_CKPT
   _, variables = checkpoints.read_variables(TINY_CKPT)
   variables = {n: v for n, v in variables.items() if n.startswith("bert/")}
   rng = np.random.default_rng(0)
@@ -54,7 +61,6 @@ def _classifier_checkpoint(folder):
 
 def _plan(tmp):
   """[(name, benchmark module, flags)]: every benchmark this test runs, with its tiny inputs."""
-  from conftest import TINY_CONFIG, VOCAB_UNCASED
   from test_text_embedder import write_st_folder
   model_dir = write_st_folder(tmp / "minilm_like")  # also an HF BERT folder (hf_parity)
   with open(os.path.join(ROOT, "data", "pretraining_corpus.txt"), encoding="utf-8") as f:
@@ -207,20 +213,6 @@ def test_pretraining_data(runs):
   rows = records_of(runs, "pretraining_data", "pretraining_data",
                     ["bert_tf", "bert_tf read + tokenize", "bert_tf encode + write"])
   assert rows["bert_tf"]["figures"]["records"] > 0
-
-
-@pytest.mark.skip(reason="spawns create_pretraining_data.py and the Beam pipeline as separate "
-                  "processes (a TensorFlow start-up each, too slow for this file's budget); "
-                  "tests/test_pretraining_data_beam.py checks the records it compares")
-def test_pretraining_data_beam():
-  pass
-
-
-@pytest.mark.skip(reason="spawns predict_beam.py runs with 1 and 2 worker processes, each "
-                  "loading TensorFlow and the export (too slow for this file's budget); "
-                  "tests/test_beam_inference.py checks the answers and bytes it compares")
-def test_beam_inference():
-  pass
 
 
 def test_precision_accuracy(runs):

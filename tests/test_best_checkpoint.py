@@ -11,7 +11,7 @@ from bert_tf import checkpoint_keeper
 from bert_tf.checkpoint_keeper import BestCheckpoint, CheckpointKeeper
 from bert_tf.errors import UserInputError
 from bert_tf.runner_flags import RunOptions
-from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 
 
 def _saved(folder, *steps):
@@ -167,6 +167,7 @@ def test_a_best_metric_no_recorded_evaluation_has_stops_instead_of_using_the_las
 
 def test_using_the_best_says_when_it_is_gone_or_none_is_finite(tmp_path, caplog):
   from types import SimpleNamespace
+
   from bert_tf.training import Trainer
   trainer = SimpleNamespace(step=6, output_dir=str(tmp_path))
   best = _best(tmp_path, "eval_loss", [0.9, 0.4, 0.7])
@@ -241,7 +242,9 @@ def test_a_signal_during_the_last_evaluation_stops_the_run_as_the_log_says(tmp_p
   # during the evaluation after the loop, the run went on to its outputs, exit 0.
   import os
   import signal
+
   import tensorflow as tf
+
   from bert_tf import optimization, training
   from bert_tf.config import BertConfig
   from bert_tf.errors import Preempted

@@ -8,7 +8,7 @@ import pytest
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
-from conftest import TINY_CONFIG, tiny_config
+from helpers import TINY_CONFIG, tiny_config
 
 
 def _causal_config():

@@ -12,8 +12,7 @@ from bert_tf.checkpoint_keeper import CheckpointKeeper
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
-from conftest import TINY_CKPT, TINY_DIR, tiny_config
-from helpers import damaged_copy
+from helpers import TINY_CKPT, TINY_DIR, damaged_copy, tiny_config
 from test_hf_checkpoints import HF_CONFIG, make_hf_state, write_hf_folder
 
 
@@ -202,8 +201,9 @@ def test_config_field_order_does_not_matter():
 
 def test_token_classifier_converts_both_ways_as_bert_for_token_classification(tmp_path):
   """HF names the token and the sequence classifier alike; the file's class tells them apart."""
-  from bert_tf import conversion
   import safetensors.numpy
+
+  from bert_tf import conversion
   state = make_hf_state(heads_=("classifier",), num_labels=5)
   folder = write_hf_folder(tmp_path / "hf", state,
                            dict(HF_CONFIG, architectures=["BertForTokenClassification"]))

@@ -8,7 +8,7 @@ from bert_tf import checkpoints, heads
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
-from conftest import FIXTURES, TINY_CKPT, tiny_config, tiny_pretraining_model
+from helpers import FIXTURES, TINY_CKPT, tiny_config, tiny_pretraining_model
 
 
 def _read_all(path):

@@ -12,9 +12,8 @@ import tensorflow as tf
 from bert_tf import example_codec, tokenization
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
-from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = FIXTURES / "classifier_data"
 
 

@@ -18,9 +18,16 @@ from bert_tf.tasks import glue
 from bert_tf.tasks.glue import export as glue_export
 from bert_tf.tasks.glue import model as glue_model
 from bert_tf.tasks.glue import windows
-from conftest import (FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, assert_float32_close,
-                      tiny_config)
-from helpers import ROOT, run_serving_script
+from helpers import (
+  FIXTURES,
+  ROOT,
+  TINY_CKPT,
+  TINY_CONFIG,
+  VOCAB_UNCASED,
+  assert_float32_close,
+  run_serving_script,
+  tiny_config,
+)
 
 LETTERS = "a b c d e f g h i j"  # ten words, each one piece of the uncased vocab
 

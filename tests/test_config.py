@@ -6,7 +6,7 @@ import pytest
 
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
-from conftest import TINY_CONFIG
+from helpers import TINY_CONFIG
 
 
 def test_reads_release_config_and_writes_the_same_text(tmp_path):

@@ -23,8 +23,7 @@ import sys
 
 import pytest
 
-from conftest import TINY_DIR, VOCAB_UNCASED
-from helpers import ROOT
+from helpers import ROOT, TINY_DIR, VOCAB_UNCASED
 
 DOCS = ["README.md"] + sorted(os.path.relpath(p, ROOT)
                               for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))

@@ -16,11 +16,10 @@ from bert_tf import checkpoints, input_pipeline, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.modeling import longest_length, trim_to_longest
 from bert_tf.tasks import glue, pretraining, squad, swag
-from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
+from helpers import FIXTURES, ROOT, TINY_CKPT, VOCAB_UNCASED, tiny_config
 
 FORWARD = FIXTURES / "model_forward"
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _pad(features, length=64):
@@ -131,7 +130,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 sys.path[:0] = sys.argv[1:3]
-from conftest import tiny_config
+from helpers import tiny_config
 from bert_tf import checkpoints, optimization, training
 from bert_tf.tasks import glue
 lengths = [[18, 25], [30, 21], [27, 29], [40, 12]]  # three batches in bucket 32, one in 48

@@ -12,8 +12,17 @@ from bert_tf import checkpoints, export, packing, tokenization
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
 from bert_tf.tasks.glue.export import export_classifier
-from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, assert_float32_close, tiny_config
-from helpers import call_concurrently, run_isolated, run_saved_model_cli, run_serving_script
+from helpers import (
+  FIXTURES,
+  TINY_CKPT,
+  VOCAB_UNCASED,
+  assert_float32_close,
+  call_concurrently,
+  run_isolated,
+  run_saved_model_cli,
+  run_serving_script,
+  tiny_config,
+)
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
 

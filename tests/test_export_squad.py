@@ -18,8 +18,15 @@ from bert_tf.tasks import squad
 from bert_tf.tasks.squad import export as squad_export
 from bert_tf.tasks.squad import graph_features, graph_postprocess
 from bert_tf.text import BertTextTokenizer
-from conftest import FIXTURES, TINY_CKPT, VOCAB_UNCASED, tiny_config
-from helpers import call_concurrently, run_saved_model_cli, run_serving_script
+from helpers import (
+  FIXTURES,
+  TINY_CKPT,
+  VOCAB_UNCASED,
+  call_concurrently,
+  run_saved_model_cli,
+  run_serving_script,
+  tiny_config,
+)
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
 

@@ -14,9 +14,17 @@ import tensorflow_text as tf_text
 
 from bert_tf import checkpoints, export, packing, text_packing, tfhub_export, tokenization
 from bert_tf.errors import UserInputError
-from conftest import (PRECISION_TOLERANCE, TINY_CONFIG, TINY_DIR, VOCAB_UNCASED,
-                      tiny_pretraining_model)
-from helpers import ROOT, run_isolated, run_serving_script, run_tf_keras_script
+from helpers import (
+  PRECISION_TOLERANCE,
+  ROOT,
+  TINY_CONFIG,
+  TINY_DIR,
+  VOCAB_UNCASED,
+  run_isolated,
+  run_serving_script,
+  run_tf_keras_script,
+  tiny_pretraining_model,
+)
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
 
@@ -381,6 +389,7 @@ def test_runner_errors_are_one_line(tmp_path):
 @pytest.mark.slow
 def test_int8_encoder_export_stays_close_to_float32(exports, tmp_path):
   import tensorflow_text  # noqa: F401  (the preprocessor's ops)
+
   from bert_tf import export
   encoder_dir, _ = tfhub_export.export_from_checkpoint(
       TINY_CONFIG, VOCAB_UNCASED, str(TINY_DIR / "bert_model.ckpt"), True,

@@ -9,10 +9,17 @@ import pytest
 from bert_tf import checkpoints, feature_extraction, packing, tokenization
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
-from conftest import (JSONL_ROUNDING, PRECISION_TOLERANCE, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED,
-                      assert_float32_close, tiny_config)
-from helpers import ROOT, run_script
-
+from helpers import (
+  JSONL_ROUNDING,
+  PRECISION_TOLERANCE,
+  ROOT,
+  TINY_CKPT,
+  TINY_CONFIG,
+  VOCAB_UNCASED,
+  assert_float32_close,
+  run_script,
+  tiny_config,
+)
 
 
 def test_record_format_hand_worked():

@@ -7,11 +7,9 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
-from helpers import run_script
-
 from bert_tf import checkpoints, conversion, head_labels, hf_checkpoints, run_folder
 from bert_tf.errors import UserInputError
+from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
 
 TRAINED = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 

@@ -19,9 +19,7 @@ from bert_tf import checkpoints, conversion, heads, hf_checkpoints
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
-from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, pretraining_model
-from helpers import run_script
-
+from helpers import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, pretraining_model, run_script
 
 # Intermediate size differs from hidden size so a missed transpose cannot go unnoticed.
 HF_CONFIG = {"architectures": ["BertForPreTraining"], "model_type": "bert", "vocab_size": 30522,

@@ -14,9 +14,8 @@ from bert_tf import checks, example_codec, run_folder, sentence_models, user_fil
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
-from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
+from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MRPC = FIXTURES / "classifier_data" / "MRPC" / "train.tsv"
 
 

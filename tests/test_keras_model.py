@@ -7,8 +7,14 @@ import pytest
 
 from bert_tf import checkpoints, heads, layers
 from bert_tf.modeling import BertModel, keras_inputs
-from conftest import (FIXTURES, FLOAT32_EPS, TINY_CKPT, assert_float32_close, float32_approx,
-                      tiny_config)
+from helpers import (
+  FIXTURES,
+  FLOAT32_EPS,
+  TINY_CKPT,
+  assert_float32_close,
+  float32_approx,
+  tiny_config,
+)
 
 # The original code's outputs for the tiny checkpoint (set A: 3 sequences of 16, padded).
 ORIGINAL = np.load(FIXTURES / "model_forward" / "pretrain_heads_forward.npz")

@@ -1,6 +1,7 @@
 """The style and bug rules a machine checks: ruff with pyproject.toml's [tool.ruff] rules over
 the checkout, so a long line or an unused import fails the quick loop rather than a review."""
 
+import ast
 import glob
 import os
 import subprocess
@@ -58,3 +59,40 @@ def test_rules_catch_long_lines_unused_names_and_undefined_names(tmp_path):
       "B006", "E501", "F401", "F821", "F841"], violations
   # 2-space indentation is the style, so it is not a violation (the file above uses it).
   assert not any(line.split()[1].startswith(("E1", "W1")) for line in violations)
+
+
+# Loading any of these loads TensorFlow, which reads its environment once, when it loads.
+TENSORFLOW_MODULES = ("tensorflow", "tensorflow_text", "tensorflow_hub", "keras", "tf_keras")
+
+
+def tensorflow_before_bert_tf(source):
+  """Line of the first top-level TensorFlow import that precedes `import bert_tf` (whose
+  __init__ sets TensorFlow's environment defaults), or None: import sorting must not move
+  `import bert_tf` below it (the `# isort: skip` on that line keeps it in place)."""
+  first = None
+  for node in ast.parse(source).body:
+    if isinstance(node, ast.Import):
+      names = [alias.name for alias in node.names]
+      if "bert_tf" in names:
+        return first
+    elif isinstance(node, ast.ImportFrom) and node.level == 0:
+      names = [node.module]
+    else:
+      continue
+    if first is None and any(name.split(".")[0] in TENSORFLOW_MODULES for name in names):
+      first = node.lineno
+  return None
+
+
+def test_bert_tf_sets_the_environment_before_tensorflow_loads():
+  files = [os.path.join(ROOT, "tests", "conftest.py")]
+  for pattern in ("*.py", os.path.join("benchmarks", "*.py")):
+    files += glob.glob(os.path.join(ROOT, pattern))
+  late = {}
+  for path in files:
+    with open(path, encoding="utf-8") as f:
+      line = tensorflow_before_bert_tf(f.read())
+    if line:
+      late[os.path.relpath(path, ROOT)] = line
+  assert not late, "TensorFlow imported before `import bert_tf` (file: line): %s" % late
+  assert tensorflow_before_bert_tf("import tensorflow as tf\nimport bert_tf  # noqa\n") == 1

@@ -12,11 +12,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from conftest import TINY_CKPT, VOCAB_UNCASED, tiny_config
-from helpers import run_script, run_script_cases
-
 from bert_tf import checkpoints, export, litert_export
 from bert_tf.errors import UserInputError
+from helpers import TINY_CKPT, VOCAB_UNCASED, run_script, run_script_cases, tiny_config
 
 LABELS = ["contradiction", "entailment", "neutral"]
 # An own-data multi-label run's names: spaces, punctuation and non-ASCII are names too.

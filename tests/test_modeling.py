@@ -9,7 +9,7 @@ from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
 from bert_tf.tasks import squad
-from conftest import FIXTURES, TINY_CKPT, tiny_config, tiny_pretraining_model
+from helpers import FIXTURES, TINY_CKPT, tiny_config, tiny_pretraining_model
 
 FORWARD = FIXTURES / "model_forward"
 PRETRAIN = np.load(FORWARD / "pretrain_heads_forward.npz")

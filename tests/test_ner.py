@@ -9,11 +9,9 @@ import re
 import numpy as np
 import pytest
 
-from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
-from helpers import ROOT, run_script, run_serving_script
-
 from bert_tf import tokenization
 from bert_tf.tasks import ner
+from helpers import ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script, run_serving_script
 
 SAMPLE = os.path.join(ROOT, "data", "conll_sample")
 
@@ -224,6 +222,7 @@ def test_export_tags_windows_like_the_python_path(tmp_path):
   """The in-graph windows and max-context rule give the tags of features.word_predictions."""
   import keras
   import tensorflow as tf
+
   from bert_tf import checkpoints
   from bert_tf.config import BertConfig
   from bert_tf.tasks.ner.export import export_ner
@@ -297,8 +296,8 @@ def test_feature_based_caches_bert_features(tmp_path, script_session):
 
   # The cached arrays are those a fresh forward pass gives.
   from bert_tf import checkpoints
-  from bert_tf.modeling import BertModel
   from bert_tf.config import BertConfig
+  from bert_tf.modeling import BertModel
   from bert_tf.tasks.ner import feature_cache
   encoder = BertModel(BertConfig.from_json_file(TINY_CONFIG))
   checkpoints.load_checkpoint(TINY_CKPT, encoder)

@@ -9,14 +9,12 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import TINY_CKPT
-from helpers import run_script
-from test_ner import ner_args, read_results, slice_data
-
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import ner
 from bert_tf.tasks.ner import feature_based as fb
 from bert_tf.tasks.ner import feature_cache
+from helpers import TINY_CKPT, run_script
+from test_ner import ner_args, read_results, slice_data
 
 REORDERED = "I-PER,B-PER,O,B-LOC,I-LOC,I-ORG,B-ORG,I-MISC,B-MISC"
 

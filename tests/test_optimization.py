@@ -9,7 +9,7 @@ import tensorflow as tf
 from bert_tf import checkpoints, input_pipeline, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.tasks.pretraining import PretrainingTask
-from conftest import FIXTURES, TINY_CKPT
+from helpers import FIXTURES, TINY_CKPT
 
 OPT = FIXTURES / "optimizer"
 TRAJECTORY = json.loads((OPT / "trajectory.json").read_text())

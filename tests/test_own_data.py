@@ -13,7 +13,7 @@ from bert_tf.errors import UserInputError
 from bert_tf.run_lock import LOCK_NAME
 from bert_tf.tasks.own_data import data, metrics, postprocess, weights
 from bert_tf.tasks.own_data.data import Columns
-from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 
 COLUMNS = Columns()
 
@@ -574,8 +574,8 @@ def test_training_labels_order_and_refusals():
 
 
 def test_the_model_losses_use_the_weights_and_survive_its_config():
-  from bert_tf.tasks.own_data import model
   from bert_tf.config import BertConfig
+  from bert_tf.tasks.own_data import model
   config = BertConfig.from_json_file(TINY_CONFIG)
   single = model.OwnDataModel(config, num_labels=2, class_weights=[2.0, 0.5])
   again = model.OwnDataModel.from_config(single.get_config())
@@ -604,6 +604,7 @@ def test_multi_label_pooling_is_per_label_in_numpy_and_in_graph():
   to be the first label. numpy (evaluation, prediction) and model.pool_windows (training by
   document, empty windows padding) give the same, by hand."""
   import tensorflow as tf
+
   from bert_tf.tasks.glue import model, windows
   logits = np.array([[2.0, -1.0, 0.0], [-3.0, 4.0, 1.0], [1.0, 1.0, -2.0]], np.float32)
   counts = [2, 1]  # row 0 has two windows
@@ -627,6 +628,7 @@ def test_the_exports_multi_label_pooling_equals_the_runners(pooling):
   """glue/export.windowed_logits with multi_label pools a request's windows as windows.pool
   does run_classifier's."""
   import tensorflow as tf
+
   from bert_tf.tasks import glue
   from bert_tf.tasks.glue import export, windows
   from bert_tf.text import BertTextTokenizer
@@ -652,6 +654,7 @@ def _own_hooks(**values):
   """run_classifier's OwnDataHooks on flags `values` (the rest at their defaults)."""
   import sys
   import types
+
   from helpers import ROOT
   sys.path.insert(0, ROOT)
   import run_classifier
@@ -672,6 +675,7 @@ def test_own_windows_single_label_records_pooling_and_weighted_loss(tmp_path):
   records every window; a row's probabilities are the softmax of its windows' mean logits, and
   eval_loss is the class-weighted cross-entropy of those pooled logits, by hand."""
   import types
+
   from bert_tf import example_codec, tokenization
   from bert_tf.config import BertConfig
   from bert_tf.runner import Run, RunOptions
@@ -715,6 +719,7 @@ def test_own_windows_regression_pools_predictions(tmp_path):
   prediction is the max of its windows' outputs (--window_pooling=max), and eval_loss the
   squared error of those."""
   import types
+
   from bert_tf import example_codec, tokenization
   from bert_tf.config import BertConfig
   from bert_tf.runner import Run, RunOptions
@@ -785,6 +790,7 @@ def test_multi_label_windows_train_by_document_predict_and_export(tmp_path, scri
   eval_loss from those pooled logits, and the export's answer on the long texts the same."""
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+
   from bert_tf import example_codec, tokenization
   from bert_tf.tasks.own_data import features
   path = _write(tmp_path, "long.jsonl", LONG_MULTI)
@@ -847,6 +853,7 @@ def test_own_windows_weights_read_without_windows_warn(tmp_path, caplog):
   """As GLUE's: evaluating weights trained on windows with truncated texts is allowed, and the
   log names the flags they were trained with."""
   import logging
+
   from bert_tf.runner import RunOptions
   caplog.set_level(logging.INFO, logger="absl")
   out = tmp_path / "out"

@@ -12,10 +12,7 @@ import zipfile
 
 import pytest
 
-from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
-from helpers import ROOT
-
-FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 
 
 def _requirements(name):

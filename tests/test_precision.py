@@ -14,10 +14,10 @@ from bert_tf.modeling import BertModel
 from bert_tf.tasks import glue
 from bert_tf.tasks.glue.export import export_classifier
 from bert_tf.text import BertTextTokenizer
-from conftest import FIXTURES, PRECISION_TOLERANCE, TINY_CKPT, VOCAB_UNCASED, tiny_config
+from helpers import FIXTURES, PRECISION_TOLERANCE, ROOT, TINY_CKPT, VOCAB_UNCASED, tiny_config
 
 HEAD_CKPT = str(FIXTURES / "checkpoint" / "classifier_head_3labels" / "head.ckpt")
-CORPUS = pathlib.Path(__file__).parent.parent / "data" / "pretraining_corpus.txt"
+CORPUS = pathlib.Path(ROOT) / "data" / "pretraining_corpus.txt"
 
 TOLERANCE = PRECISION_TOLERANCE  # on the real sentences below
 

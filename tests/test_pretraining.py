@@ -2,6 +2,7 @@
 against one float32 run, bad input."""
 
 import json
+import logging as std_logging
 import os
 import re
 import signal
@@ -17,10 +18,16 @@ from bert_tf import input_pipeline, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import PretrainingTask
-from conftest import (FIXTURES, FLOAT32_EPS, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED,
-                      assert_float32_close)
+from helpers import (
+  FIXTURES,
+  FLOAT32_EPS,
+  ROOT,
+  TINY_CKPT,
+  TINY_CONFIG,
+  VOCAB_UNCASED,
+  assert_float32_close,
+)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
 FORWARD = FIXTURES / "model_forward"
 
@@ -342,7 +349,7 @@ def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path,
 
 
 @pytest.mark.slow
-def test_a_failed_save_leaves_the_last_good_checkpoint_readable(tmp_path, monkeypatch):
+def test_a_failed_save_leaves_the_last_good_checkpoint_readable(tmp_path, monkeypatch, caplog):
   from bert_tf import checkpoints
   out = str(tmp_path / "run")
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
@@ -352,7 +359,10 @@ def test_a_failed_save_leaves_the_last_good_checkpoint_readable(tmp_path, monkey
                              init_checkpoint=TINY_CKPT)
   batch = input_pipeline.to_model_names(dict(np.load(FIXTURES / "optimizer" / "batch.npz")))
   dataset = tf.data.Dataset.from_tensors(batch).repeat()
+  caplog.set_level(std_logging.INFO, logger="absl")
   trainer.train(dataset, num_train_steps=2, save_checkpoints_steps=2)
+  # The pause after training (its state freed) is announced, not silent.
+  assert "Training done at step 2 (saved); freeing the training state" in caplog.text
   good = _weights(os.path.join(out, "model.ckpt-2"))
 
   real_save = checkpoints.save_checkpoint

@@ -8,11 +8,16 @@ import types
 import pytest
 import tensorflow as tf
 
-from bert_tf import (cli, example_codec, pretraining_corpus, pretraining_data,
-                     pretraining_instances, tokenization)
+from bert_tf import (
+  cli,
+  example_codec,
+  pretraining_corpus,
+  pretraining_data,
+  pretraining_instances,
+  tokenization,
+)
 from bert_tf.errors import UserInputError
-from conftest import FIXTURES, VOCAB_UNCASED
-from helpers import run_script
+from helpers import FIXTURES, VOCAB_UNCASED, run_script
 
 DATA = FIXTURES / "pretraining_data"
 CORPUS = str(DATA / "corpus.txt")

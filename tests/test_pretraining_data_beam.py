@@ -8,8 +8,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import example_codec, pretraining_data_beam, tokenization
-from conftest import FIXTURES, VOCAB_UNCASED
-from helpers import run_script
+from helpers import FIXTURES, VOCAB_UNCASED, run_script
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
 

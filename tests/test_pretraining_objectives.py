@@ -6,10 +6,22 @@ import tensorflow as tf
 
 from bert_tf import checkpoints, input_pipeline, optimization, training
 from bert_tf.config import BertConfig
-from bert_tf.tasks.pretraining import (LeftToRightLMModel, MaskedLMModel, PretrainingModel,
-                                       PretrainingTask, unmasked_ids)
-from conftest import (FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, assert_float32_close,
-                      tiny_config)
+from bert_tf.tasks.pretraining import (
+  LeftToRightLMModel,
+  MaskedLMModel,
+  PretrainingModel,
+  PretrainingTask,
+  unmasked_ids,
+)
+from helpers import (
+  FIXTURES,
+  TINY_CKPT,
+  TINY_CONFIG,
+  VOCAB_UNCASED,
+  assert_float32_close,
+  run_script,
+  tiny_config,
+)
 
 
 def _batch():
@@ -104,7 +116,6 @@ def test_each_objective_trains_and_evaluates(tmp_path, objective, config, metric
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
-  from helpers import run_script
   path = str(tmp_path_factory.mktemp("records") / "a.tfrecord")
   result = run_script("create_pretraining_data.py",
                       "--input_file=%s" % (FIXTURES / "pretraining_data" / "corpus.txt"),
@@ -121,7 +132,6 @@ def records(tmp_path_factory):
 ])
 def test_run_pretraining_objective_and_fine_tuning_its_checkpoint(records, tmp_path, objective,
                                                                   names):
-  from helpers import run_script
   out = tmp_path / "pretrained"
   result = run_script("run_pretraining.py", "--input_file=%s" % records,
                       "--output_dir=%s" % out, "--bert_config_file=%s" % TINY_CONFIG,

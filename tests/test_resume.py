@@ -15,9 +15,7 @@ import tensorflow as tf
 
 from bert_tf import checkpoint_keeper
 from bert_tf.errors import UserInputError
-from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 
 
 def _dropout_is_on():

@@ -9,8 +9,7 @@ import pytest
 
 from bert_tf import run_lock
 from bert_tf.errors import UserInputError
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
 
 _HOLDER = """
 import sys, time

@@ -13,8 +13,16 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.run_lock import LOCK_NAME
-from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, TINY_DIR, VOCAB_UNCASED
-from helpers import ROOT, damaged_copy, run_script_cases
+from helpers import (
+  FIXTURES,
+  ROOT,
+  TINY_CKPT,
+  TINY_CONFIG,
+  TINY_DIR,
+  VOCAB_UNCASED,
+  damaged_copy,
+  run_script_cases,
+)
 
 pytestmark = pytest.mark.slow
 

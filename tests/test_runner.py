@@ -17,9 +17,7 @@ import pytest
 from bert_tf import checks, runner, runner_flags, tokenization
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
-from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
 
 
 def _parsed(define, *args):
@@ -355,9 +353,9 @@ def test_bfloat16_on_a_cpu_without_avx512_is_warned_about(monkeypatch, caplog, f
 
 def test_inference_precision_flag_gives_the_export_its_model():
   import types
+
   from bert_tf import precision
   from bert_tf.tasks import glue
-  from conftest import tiny_config
 
   def define(values):
     runner_flags.define_finetuning_flags(flag_values=values)
@@ -494,7 +492,6 @@ class _FakeExportHooks(runner.TaskHooks):
 
 def _fake_run(tmp_path, name, export_dir, step=6, **options):
   import types
-  from conftest import tiny_config
   out = tmp_path / name
   out.mkdir()
   options = runner.RunOptions(output_dir=str(out), export_dir=str(export_dir),

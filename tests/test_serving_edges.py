@@ -10,7 +10,7 @@ from bert_tf.tasks import glue, squad, swag
 from bert_tf.tasks.glue.export import export_classifier
 from bert_tf.tasks.squad.export import export_squad
 from bert_tf.tasks.swag.export import export_swag
-from conftest import TINY_CKPT, VOCAB_UNCASED, tiny_config
+from helpers import TINY_CKPT, VOCAB_UNCASED, tiny_config
 
 pytestmark = pytest.mark.slow  # each test writes and loads SavedModels
 

@@ -8,9 +8,9 @@ import pytest
 
 from bert_tf import checkpoints, tfhub_export
 from bert_tf.tasks import glue, squad
-from bert_tf.tasks.squad import export as squad_export
 from bert_tf.tasks.glue.export import export_classifier
-from conftest import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
+from bert_tf.tasks.squad import export as squad_export
+from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 from bert_tf import example_codec, tokenization
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import squad
-from conftest import FIXTURES, VOCAB_UNCASED
+from helpers import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script, tiny_config
 
 DATA = FIXTURES / "squad"
 REFERENCE = json.loads((DATA / "squad_features.json").read_text())
@@ -161,12 +161,7 @@ def test_official_metrics_hand_worked():
 
 
 def _run_squad(*args):
-  import os
-  import subprocess
-  import sys
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  return subprocess.run([sys.executable, os.path.join(root, "run_squad.py"), *args],
-                        capture_output=True, text=True, timeout=300)
+  return run_script("run_squad.py", *args)
 
 
 @pytest.mark.slow
@@ -174,7 +169,6 @@ def test_predictions_from_a_google_checkpoint_match_the_originals_logits(tokeniz
   """Encoder + cls/squad head in Google's layout -> the same answers as the original's logits."""
   from bert_tf import checkpoints, heads
   from bert_tf.modeling import BertModel
-  from conftest import TINY_CKPT, TINY_CONFIG, tiny_config
   encoder, head = BertModel(tiny_config()), heads.SpanHead(tiny_config(), name="squad")
   head.build()
   checkpoints.load_checkpoint(TINY_CKPT, encoder)
@@ -215,7 +209,6 @@ def test_predictions_from_a_google_checkpoint_match_the_originals_logits(tokeniz
 
 @pytest.mark.slow
 def test_train_predict_evaluate_v2_end_to_end(tmp_path):
-  from conftest import TINY_CKPT, TINY_CONFIG
   result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
                       "--init_checkpoint=%s" % TINY_CKPT, "--do_train", "--do_predict",
                       "--train_file=%s" % (DATA / "squad_v2_tiny.json"),
@@ -241,7 +234,6 @@ def test_train_predict_evaluate_v2_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_export_dir_writes_an_answering_savedmodel(tmp_path, script_session):
-  from conftest import TINY_CKPT, TINY_CONFIG
   from bert_tf import export
   args = ["--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
           "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=64", "--doc_stride=32",
@@ -279,7 +271,6 @@ def test_get_final_text_follows_strip_accents():
 @pytest.mark.slow
 def test_v1_prediction_on_a_file_with_unanswerable_questions_scores_the_answerable_ones(tmp_path):
   """A v2.0 predict file in v1.1 mode: predictions for all 21, metrics over the 16 with answers."""
-  from conftest import TINY_CKPT, TINY_CONFIG
   result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
                       "--init_checkpoint=%s" % TINY_CKPT, "--do_predict",
                       "--predict_file=%s" % (DATA / "squad_v2_tiny.json"), "--max_seq_length=64",

@@ -12,9 +12,8 @@ import tensorflow as tf
 from bert_tf import tokenization
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import swag
-from conftest import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADER = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0",
           "ending1", "ending2", "ending3", "label"]
 
@@ -105,10 +104,11 @@ def test_training_lowers_the_loss_and_stores_the_head_under_its_documented_name(
 @pytest.mark.slow
 def test_export_answers_raw_text_like_the_python_path_in_a_fresh_process(tmp_path):
   import json
+
   import numpy as np
+
   from bert_tf import checkpoints
   from bert_tf.tasks.swag.export import export_swag
-  from conftest import tiny_config
   model = swag.MultipleChoiceModel(tiny_config(), dynamic_length=True)  # the reference: full 32
   encoder, head = model.encoder, model.choice
   checkpoints.load_checkpoint(TINY_CKPT, encoder)

@@ -16,7 +16,14 @@ import tensorflow as tf
 from bert_tf import checkpoints, input_pipeline, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.tasks import glue, pretraining, squad, swag
-from conftest import FIXTURES, TINY_CKPT, assert_float32_close, float32_approx, tiny_config
+from helpers import (
+  FIXTURES,
+  TINY_CKPT,
+  VOCAB_UNCASED,
+  assert_float32_close,
+  float32_approx,
+  tiny_config,
+)
 
 FORWARD = FIXTURES / "model_forward"
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
@@ -248,7 +255,6 @@ def _read_back(tmp_path, records, spec):
 
 def _tokenizer():
   from bert_tf import tokenization
-  from conftest import VOCAB_UNCASED
   return tokenization.FullTokenizer(VOCAB_UNCASED)
 
 

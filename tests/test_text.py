@@ -11,7 +11,7 @@ import tensorflow_text as tf_text
 
 from bert_tf import text, text_packing, tokenization
 from bert_tf.errors import UserInputError
-from conftest import FIXTURES, VOCAB_UNCASED
+from helpers import FIXTURES, VOCAB_UNCASED
 
 GOLDEN = json.loads((FIXTURES / "tokenization" / "tokenization_golden.json").read_text("utf-8"))
 VOCABS = {

@@ -19,9 +19,18 @@ import tensorflow as tf
 from bert_tf import checkpoints, packing, sentence_models, text_embedder, tokenization
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
-from conftest import (JSONL_ROUNDING, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED,
-                      assert_float32_close)
-from helpers import ROOT, run_isolated, run_saved_model_cli, run_script, run_serving_script
+from helpers import (
+  JSONL_ROUNDING,
+  ROOT,
+  TINY_CKPT,
+  TINY_CONFIG,
+  VOCAB_UNCASED,
+  assert_float32_close,
+  run_isolated,
+  run_saved_model_cli,
+  run_script,
+  run_serving_script,
+)
 from test_hf_checkpoints import HF_CONFIG, make_hf_state, write_hf_folder
 
 MAX_SEQ = 16

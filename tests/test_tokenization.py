@@ -6,7 +6,7 @@ import pytest
 
 from bert_tf import tokenization
 from bert_tf.errors import UserInputError
-from conftest import FIXTURES, VOCAB_UNCASED
+from helpers import FIXTURES, VOCAB_UNCASED
 
 GOLDEN = json.loads((FIXTURES / "tokenization" / "tokenization_golden.json").read_text("utf-8"))
 VOCABS = {

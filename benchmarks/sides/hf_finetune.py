@@ -49,6 +49,7 @@ def multi_label(folder, train_file, test_file, label_column, labels, threads, ma
   test rows' sigmoid probabilities in `labels` order, the last loss and the versions."""
   import torch
   import transformers
+
   from benchmarks.sides import hf
   torch.set_num_threads(threads)
   torch.manual_seed(seed)

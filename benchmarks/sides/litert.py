@@ -14,8 +14,9 @@ def classify(workload_file, path, threads, vocab, lower, length):
   the file takes: bert_tf's pure-Python FullTokenizer (the SavedModel's tokenization) in the
   timed call, the softmax in the file; and its probabilities of the timed texts."""
   import ai_edge_litert
-  import numpy as np
   from ai_edge_litert.interpreter import Interpreter
+  import numpy as np
+
   from bert_tf import tokenization  # pure Python: no TensorFlow
   with open(workload_file, encoding="utf-8") as f:
     workload = json.load(f)
@@ -41,10 +42,10 @@ def requests(requests_file, export_dir, files, names):
   thread for TensorFlow and for LiteRT, the models `names` in turn on each request (load on a
   shared host falls on all of them alike): the SavedModel's serve_ids ("savedmodel float32")
   and the .tflite `files` ({row name: path})."""
+  from ai_edge_litert.interpreter import Interpreter
   import numpy as np
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (nothing of bert_tf: a plain serving process)
-  from ai_edge_litert.interpreter import Interpreter
   tf.config.threading.set_inter_op_parallelism_threads(1)
   tf.config.threading.set_intra_op_parallelism_threads(1)
   data = np.load(requests_file)

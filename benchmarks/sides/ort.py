@@ -30,8 +30,8 @@ def export(folder, config, head, out):
   model_int8.onnx; {"float32": path, "int8": path, "max_abs_diff": ONNX vs torch, "versions"}."""
   import numpy as np
   import onnxruntime
-  import torch
   from onnxruntime.quantization import QuantType, quantize_dynamic
+  import torch
   model = hf.load_model(folder, config, head)
 
   class Outputs(torch.nn.Module):

@@ -1,7 +1,7 @@
 """The run_classifier model (Keras-serializable, with its loss) and the classification task."""
 
-import tensorflow as tf
 from keras import ops
+import tensorflow as tf
 
 from bert_tf import heads, layers
 from bert_tf.tasks import base

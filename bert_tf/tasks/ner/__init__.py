@@ -7,14 +7,39 @@ approach of Table 7), postprocess (conlleval scores and prediction files) and ex
 SavedModel tagging raw text, imported on its own)."""
 
 from bert_tf.tasks.ner.data import (
-    DOCSTART, RUN_SPLITS, SCHEMES, SPLIT_FILES, Document, Sentence, detect_scheme, from_iob2,
-    label_list, read_conll, split_file, to_iob2)
-from bert_tf.tasks.ner.features import (
-    NerFeature, RunWindows, convert_document, document_windows, encode_feature, feature_spec,
-    word_pieces, word_predictions)
+    DOCSTART,
+    RUN_SPLITS,
+    SCHEMES,
+    SPLIT_FILES,
+    Document,
+    Sentence,
+    detect_scheme,
+    from_iob2,
+    label_list,
+    read_conll,
+    split_file,
+    to_iob2,
+)
 from bert_tf.tasks.ner.feature_based import REPRESENTATIONS
+from bert_tf.tasks.ner.features import (
+    NerFeature,
+    RunWindows,
+    convert_document,
+    document_windows,
+    encode_feature,
+    feature_spec,
+    word_pieces,
+    word_predictions,
+)
 from bert_tf.tasks.ner.labels import RunLabels
 from bert_tf.tasks.ner.model import NerTask, TokenClassifierModel
 from bert_tf.tasks.ner.postprocess import (
-    PREDICTION_FILES, chunk_counts, conlleval, per_document, scores_of, sentence_predictions,
-    write_conll, write_predictions)
+    PREDICTION_FILES,
+    chunk_counts,
+    conlleval,
+    per_document,
+    scores_of,
+    sentence_predictions,
+    write_conll,
+    write_predictions,
+)

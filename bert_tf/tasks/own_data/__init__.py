@@ -8,6 +8,9 @@ from bert_tf.tasks.own_data.data import PROBLEM_TYPES, Columns, Row, read_rows
 from bert_tf.tasks.own_data.features import encode_row, feature_spec
 from bert_tf.tasks.own_data.labels import Schema
 from bert_tf.tasks.own_data.metrics import (
-    multi_label_metrics, regression_metrics, single_label_metrics)
+    multi_label_metrics,
+    regression_metrics,
+    single_label_metrics,
+)
 from bert_tf.tasks.own_data.model import OwnDataModel, OwnDataTask
 from bert_tf.tasks.own_data.postprocess import write_predictions

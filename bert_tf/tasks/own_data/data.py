@@ -12,8 +12,8 @@ import io
 import json
 import math
 import os
-import unicodedata
 from typing import Any, Optional
+import unicodedata
 
 from bert_tf import user_files
 from bert_tf.errors import UserInputError

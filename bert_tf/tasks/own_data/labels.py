@@ -18,9 +18,17 @@ import tensorflow as tf
 from bert_tf import hf_checkpoints, run_folder
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.glue import data as glue_data
+
 # From the modules, not the package: the package's __init__ imports this module.
-from bert_tf.tasks.own_data.data import (PROBLEM_TYPES, check_name_clashes, infer_problem_type,
-                                         label_order, names_in, unknown_labels, with_labels)
+from bert_tf.tasks.own_data.data import (
+  PROBLEM_TYPES,
+  check_name_clashes,
+  infer_problem_type,
+  label_order,
+  names_in,
+  unknown_labels,
+  with_labels,
+)
 from bert_tf.tasks.own_data.weights import class_weights as weights_of
 
 LABELS_FILE = "classifier_labels.json"

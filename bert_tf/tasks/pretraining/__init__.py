@@ -4,5 +4,10 @@ create_pretraining_data's (bert_tf.pretraining_data writes them,
 input_pipeline.pretraining_features reads them)."""
 
 from bert_tf.tasks.pretraining.model import (
-    OBJECTIVES, LeftToRightLMModel, MaskedLMModel, PretrainingModel, PretrainingTask,
-    unmasked_ids)
+    OBJECTIVES,
+    LeftToRightLMModel,
+    MaskedLMModel,
+    PretrainingModel,
+    PretrainingTask,
+    unmasked_ids,
+)

@@ -3,6 +3,5 @@ record layout and the model's [batch, choices, seq] layout), model (MultipleChoi
 MultipleChoiceTask) and export (a SavedModel taking raw text, imported on its own)."""
 
 from bert_tf.tasks.swag.data import NUM_CHOICES, SwagExample, read_swag_examples
-from bert_tf.tasks.swag.features import (
-    convert_example, encode_features, feature_spec, to_choices)
+from bert_tf.tasks.swag.features import convert_example, encode_features, feature_spec, to_choices
 from bert_tf.tasks.swag.model import MultipleChoiceModel, MultipleChoiceTask
