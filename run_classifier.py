@@ -54,10 +54,12 @@ flags.DEFINE_integer("doc_stride", None,
                      "windows, how much stride to take between windows (default %d)."
                      % glue_windows.DEFAULT_DOC_STRIDE)
 flags.DEFINE_enum("window_training", None, list(glue_windows.TRAINING_RULES),
-                  "With --long_document=windows, how training reads a document: document: its "
-                  "windows in one step, the loss on their pooled logits (--window_pooling), a "
-                  "batch of documents; window: every window a training example with its "
-                  "document's label, a batch of windows (default %s)."
+                  "With --long_document=windows, how training reads a document: first: its first "
+                  "window only (truncate's records; evaluation, prediction and the export read "
+                  "every window); document: its windows in one step, the loss on their pooled "
+                  "logits (--window_pooling), a batch of documents; window: every window a "
+                  "training example with its document's label, a batch of windows (default %s; "
+                  "docs/runners.md compares them)."
                   % glue_windows.DEFAULT_TRAINING)
 flags.DEFINE_integer("max_train_windows", None,
                      "With --window_training=document: a training document's first windows "
@@ -151,7 +153,7 @@ class WindowHooks(runner.TaskHooks):
     kept for pooling; training by document, a record per document)."""
     if self.windows and split == "train" and self.windows.by_document:
       yield from self.encode_documents(run, examples)
-    elif self.windows:
+    elif self.windows and not (split == "train" and self.windows.trains_truncated):
       yield from self.encode_windows(run, split, examples)
     else:
       yield from self.encode_examples(run, split, examples)
@@ -206,6 +208,11 @@ class WindowHooks(runner.TaskHooks):
                                          self.windows.doc_stride) for example in examples]
     cap = self.windows.max_train_windows if self.windows.by_document else None
     logging.info("--long_document=windows, training set: %s", glue_windows.describe(counts, cap))
+    if self.windows.trains_truncated:
+      logging.info("--window_training=first: training reads each document's first window (the "
+                   "records of truncate); evaluation, prediction and the export pool all of its "
+                   "windows by %s.", self.windows.pooling)
+      return super().train_steps(run, examples)
     if self.windows.by_document:
       logging.info("--window_training=document: a batch is %d documents, each with its windows "
                    "(at most %d); the loss is on their logits pooled by %s.",
@@ -216,7 +223,7 @@ class WindowHooks(runner.TaskHooks):
     return run.options.train_steps(sum(counts))
 
   def describe(self, run, split, examples):
-    if not self.windows:
+    if not self.windows or (split == "train" and self.windows.trains_truncated):
       return super().describe(run, split, examples)
     by_document = split == "train" and self.windows.by_document
     return glue_windows.describe(self.window_counts[split],

@@ -362,8 +362,41 @@ def test_windows_through_run_classifier_and_its_export(windows_run, tmp_path, to
 
 
 @pytest.mark.slow
+def test_training_on_the_first_window_is_truncate_training(tmp_path, tokenizer, script_session):
+  """The default rule: training writes truncate's records and takes truncate's steps, so the
+  trained weights are a truncate run's; prediction then pools every window."""
+  data = _mrpc_with_long_texts(tmp_path / "MRPC")
+  train = ("--do_train", "--train_batch_size=4", "--num_train_epochs=1")
+  truncated = script_session("run_classifier.py")(*_truncate(_args(data, tmp_path / "t", *train)))
+  assert truncated.returncode == 0, truncated.stderr[-3000:]
+  first = script_session("run_classifier.py")(*_args(
+      data, tmp_path / "w", "--doc_stride=12", "--do_predict", "--predict_batch_size=5", *train,
+      training=None))
+  assert first.returncode == 0, first.stderr[-3000:]
+  assert (tmp_path / "w" / "train.tf_record").read_bytes() == (
+      tmp_path / "t" / "train.tf_record").read_bytes()
+  assert ("--window_training=first: training reads each document's first window (the records "
+          "of truncate); evaluation, prediction and the export pool all of its windows by "
+          "mean.") in first.stderr
+  reader = {name: tf.train.load_checkpoint(str(tmp_path / name)) for name in ("t", "w")}
+  names = [n for n, _ in tf.train.list_variables(str(tmp_path / "t")) if n.startswith(("bert/",
+                                                                                       "output"))]
+  assert len(names) > 20
+  for name in names:
+    np.testing.assert_array_equal(reader["w"].get_tensor(name), reader["t"].get_tensor(name),
+                                  err_msg=name)
+  settings = json.loads((tmp_path / "w" / "training_state" / "settings.json").read_text())
+  assert settings["window_training"] == "first" and "max_train_windows" not in settings
+  test = glue.MrpcProcessor().get_test_examples(str(data))
+  probabilities = np.loadtxt(tmp_path / "w" / "test_results.tsv")
+  assert probabilities.shape == (len(test), 2)
+  counts = [windows.count_windows(e, 32, tokenizer, 12) for e in test]
+  assert max(counts) > 1 and windows.describe(counts) in first.stderr  # prediction: windows
+
+
+@pytest.mark.slow
 def test_training_by_document_through_run_classifier(tmp_path, tokenizer, script_session):
-  """The default rule: a record per document (at most --max_train_windows windows), a step
+  """--window_training=document: a record per document (at most --max_train_windows windows), a step
   per batch of documents, the log's account, the rule in the stored settings; evaluation
   and prediction read every window as the window rule does."""
   data = _mrpc_with_long_texts(tmp_path / "MRPC")
@@ -371,7 +404,7 @@ def test_training_by_document_through_run_classifier(tmp_path, tokenizer, script
   result = script_session("run_classifier.py")(*_args(
       data, out, "--doc_stride=12", "--max_train_windows=3", "--do_train", "--do_eval",
       "--do_predict", "--train_batch_size=4", "--num_train_epochs=1", "--eval_batch_size=5",
-      "--predict_batch_size=5", training=None))
+      "--predict_batch_size=5", training="document"))
   assert result.returncode == 0, result.stderr[-3000:]
   processor = glue.MrpcProcessor()
   examples = processor.get_train_examples(str(data))
@@ -463,7 +496,7 @@ def test_a_state_saved_before_the_rule_was_recorded_resumes_as_the_window_rule(
   refused = script_session("run_classifier.py")(*_args(data, out, "--doc_stride=12", *_TRAIN,
                                                         training=None))
   assert refused.returncode == 2, refused.stderr[-2000:]
-  assert 'window_training: "window" when the state was saved, "document" now' in refused.stderr
+  assert 'window_training: "window" when the state was saved, "first" now' in refused.stderr
   assert _digests(out) == before
   resumed = script_session("run_classifier.py")(*_args(data, out, "--doc_stride=12", *_TRAIN))
   assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -581,15 +614,17 @@ def test_bad_flags_tpu_padding_and_regression(tmp_path):
       (["--task_name=STS-B", "--do_eval", "--window_training=document"],
        "--window_training=document is for --long_document=windows; drop it or add "
        "--long_document=windows."),
-      (["--task_name=STS-B", "--do_eval", "--long_document=windows", "--max_train_windows=0"],
+      (["--task_name=STS-B", "--do_eval", "--long_document=windows", "--max_train_windows=0",
+        "--window_training=document"],
        "--max_train_windows must be a positive integer, got 0."),
       (["--task_name=STS-B", "--do_eval", "--long_document=windows", "--window_training=window",
         "--max_train_windows=4"],
        "--max_train_windows=4 is for --window_training=document; drop it."),
-      (["--task_name=STS-B", "--do_train", "--long_document=windows", "--jit_compile"],
+      (["--task_name=STS-B", "--do_train", "--long_document=windows", "--jit_compile",
+        "--window_training=document"],
        "--window_training=document runs each batch's real windows only, a count that changes "
        "from batch to batch, which XLA cannot compile; drop --jit_compile or add "
-       "--window_training=window."),
+       "--window_training=first."),
       (["--task_name=QNLI", "--do_eval", "--long_document=windows"],
        "--long_document=windows cuts text_a into windows, but QNLI's text_a is a question and "
        "its long text is text_b (SQuAD-style); use --long_document=truncate, or run_squad.py "

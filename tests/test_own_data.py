@@ -682,7 +682,7 @@ def test_own_windows_single_label_records_pooling_and_weighted_loss(tmp_path):
   from bert_tf.tasks.own_data import model
   path = _write(tmp_path, "t.csv", "text,label\n%s,pos\nb c,neg\n" % LONG)
   hooks = _own_hooks(train_file=path, eval_file=path, class_weights="2,0.5",
-                     doc_stride=4, max_train_windows=2)
+                     doc_stride=4, max_train_windows=2, window_training="document")
   options = RunOptions(max_seq_length=8, do_train=True, do_eval=True,
                        output_dir=str(tmp_path / "out"), train_batch_size=2)
   hooks.check(options)
@@ -796,7 +796,7 @@ def test_multi_label_windows_train_by_document_predict_and_export(tmp_path, scri
   path = _write(tmp_path, "long.jsonl", LONG_MULTI)
   done = script_session("run_classifier.py")(*_common(
       tmp_path, "windows", path, "--long_document=windows", "--window_pooling=any",
-      "--doc_stride=6", "--max_train_windows=2"))
+      "--doc_stride=6", "--max_train_windows=2", "--window_training=document"))
   assert done.returncode == 0, done.stderr[-3000:]
   out, labels = tmp_path / "windows", ["money", "sport"]
   tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, True)
@@ -842,7 +842,7 @@ def test_multi_label_windows_train_by_document_predict_and_export(tmp_path, scri
   before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != LOCK_NAME}
   refused = script_session("run_classifier.py")(*_common(
       tmp_path, "windows", path, "--long_document=windows", "--window_pooling=any",
-      "--doc_stride=4", "--max_train_windows=2"))
+      "--doc_stride=4", "--max_train_windows=2", "--window_training=document"))
   assert refused.returncode == 2, refused.stderr[-2000:]
   assert "doc_stride: 6 when the state was saved, 4 now" in refused.stderr
   assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != LOCK_NAME} == (

@@ -10,14 +10,17 @@ example's label, and an example's prediction pools its windows' logits: their me
 max per label, or `any`: the window least likely to be the first label decides, so a yes/no
 task whose "no" comes first (a topic) says yes when any window does.
 
-Training reads a document one of two ways (`TRAINING_RULES`):
-* `document` (the default): a record per document holds its first `max_train_windows`
-  windows (empty windows pad the rest); the model pools their logits as prediction does
+Training reads a document one of three ways (`TRAINING_RULES`):
+* `first` (the default): its first window, the record truncate writes, so training is
+  truncate's, records and steps; only evaluation, prediction and the export read every
+  window. Of the three it lost least against truncate on every setting measured
+  (docs/runners.md), at truncate's cost.
+* `document`: a record per document holds its first `max_train_windows` windows (empty
+  windows pad the rest); the model pools their logits as prediction does
   (ClassifierModel) and the loss is the document's, so a document is right when its
-  pooled answer is, and a window that does not carry the label is not taught that it
-  does (multiple-instance learning). A batch is documents, as with truncate.
+  pooled answer is (multiple-instance learning). A batch is documents.
 * `window`: every window is a training example carrying its document's label (the first
-  rule; it loses on data whose label sits in one part of the document).
+  rule; for a label named in one part of the document, most positive windows are noise).
 
 Pairs keep text_b in every window: `[CLS] window of a [SEP] b [SEP]`. When text_b would
 leave text_a less than half of the max_seq_length - 3 pieces, text_b is cut at its end
@@ -35,10 +38,10 @@ from bert_tf.tasks.glue.features import label_id_of
 
 MODES = ("truncate", "windows")
 POOLINGS = ("mean", "max", "any")
-TRAINING_RULES = ("document", "window")
+TRAINING_RULES = ("first", "document", "window")
 DEFAULT_DOC_STRIDE = 128  # run_squad's and run_ner's default
 DEFAULT_POOLING = "mean"
-DEFAULT_TRAINING = "document"
+DEFAULT_TRAINING = "first"
 DEFAULT_MAX_TRAIN_WINDOWS = 8
 FLAGS = ("doc_stride", "window_pooling", "window_training", "max_train_windows")
 
@@ -56,6 +59,11 @@ class WindowOptions:
   @property
   def by_document(self):
     return self.training == "document"
+
+  @property
+  def trains_truncated(self):
+    """Training reads truncate's records (`first`)."""
+    return self.training == "first"
 
 
 def options_from_flags(f, options, what, text_pair, regression=False):
@@ -83,7 +91,7 @@ def options_from_flags(f, options, what, text_pair, regression=False):
       options.jit_compile or options.strategy == "tpu"):
     raise UserInputError("--window_training=document runs each batch's real windows only, a "
                          "count that changes from batch to batch, which %s cannot compile; "
-                         "drop %s or add --window_training=window." % (
+                         "drop %s or add --window_training=first." % (
                              ("XLA", "--jit_compile") if options.jit_compile else
                              ("a TPU", "--use_tpu")))
   if regression and windows.pooling == "any":
