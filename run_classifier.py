@@ -124,6 +124,7 @@ class WindowHooks(runner.TaskHooks):
   def set_windows(self, options, what, text_pair, regression=False):
     """The windows flags checked (`what` names the data in an error) into self.windows."""
     self.window_counts = {}  # split -> windows per example, as encode wrote them
+    self.windows_regression = regression
     self.windows = glue_windows.options_from_flags(self.flags, options, what, text_pair,
                                                    regression)
     if self.windows:
@@ -212,15 +213,20 @@ class WindowHooks(runner.TaskHooks):
       logging.info("--window_training=first: training reads each document's first window (the "
                    "records of truncate); evaluation, prediction and the export pool all of its "
                    "windows by %s.", self.windows.pooling)
-      return super().train_steps(run, examples)
-    if self.windows.by_document:
+      steps = super().train_steps(run, examples)
+    elif self.windows.by_document:
       logging.info("--window_training=document: a batch is %d documents, each with its windows "
                    "(at most %d); the loss is on their logits pooled by %s.",
                    run.options.train_batch_size, cap, self.windows.pooling)
-      return super().train_steps(run, examples)
-    logging.info("--window_training=window: a batch is %d windows, each with its document's "
-                 "label.", run.options.train_batch_size)
-    return run.options.train_steps(sum(counts))
+      steps = super().train_steps(run, examples)
+    else:
+      logging.info("--window_training=window: a batch is %d windows, each with its document's "
+                   "label.", run.options.train_batch_size)
+      steps = run.options.train_steps(sum(counts))
+    for risk in glue_windows.risks(self.windows, steps[0], self.windows_regression):
+      logging.warning("--long_document=windows may lose to truncate here: %s See "
+                      "docs/runners.md.", risk)
+    return steps
 
   def describe(self, run, split, examples):
     if not self.windows or (split == "train" and self.windows.trains_truncated):

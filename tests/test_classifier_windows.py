@@ -378,6 +378,7 @@ def test_training_on_the_first_window_is_truncate_training(tmp_path, tokenizer, 
   assert ("--window_training=first: training reads each document's first window (the records "
           "of truncate); evaluation, prediction and the export pool all of its windows by "
           "mean.") in first.stderr
+  assert first.stderr.count("--long_document=windows may lose to truncate here: ") == 2
   reader = {name: tf.train.load_checkpoint(str(tmp_path / name)) for name in ("t", "w")}
   names = [n for n, _ in tf.train.list_variables(str(tmp_path / "t")) if n.startswith(("bert/",
                                                                                        "output"))]
@@ -653,3 +654,17 @@ def test_bad_flags_tpu_padding_and_regression(tmp_path):
   labels = np.array([i % 5 for i in range(7)], np.float64)
   assert eval_results["eval_loss"] == pytest.approx(np.mean((predictions - labels) ** 2),
                                                     rel=1e-6)
+
+
+def test_the_log_warns_where_windows_measured_worse():
+  """docs/runners.md's measurements: mean or max pooling on a classification task, and a
+  budget of few steps; neither for any pooling over enough steps, nor pooling of regression."""
+  mean = windows.WindowOptions(pooling="mean")
+  anyway = windows.WindowOptions(pooling="any")
+  assert windows.risks(anyway, 200, False) == []
+  assert windows.risks(mean, 200, True) == []
+  (pooling,) = windows.risks(mean, 200, False)
+  assert pooling.startswith("--window_pooling=mean: on yes/no topics")
+  (budget,) = windows.risks(anyway, 13, False)
+  assert budget.startswith("13 training steps: below 50")
+  assert len(windows.risks(mean, 13, False)) == 2
