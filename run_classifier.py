@@ -70,8 +70,8 @@ flags.DEFINE_enum("window_pooling", None, list(glue_windows.POOLINGS),
                   "windows' logits: their mean, their max per label, or any: the window least "
                   "likely to be the first label decides (a yes/no task with no first, such as a "
                   "topic: yes when any window says yes; multi_label: a label is predicted when "
-                  "any window predicts it, the max of each label's logit) (default %s)."
-                  % glue_windows.DEFAULT_POOLING)
+                  "any window predicts it, the max of each label's logit) (default %s; "
+                  "multi_label: any)." % glue_windows.DEFAULT_POOLING)
 # Your own files (no --task_name): bert_tf/tasks/own_data, docs/runners.md "Your own data".
 flags.DEFINE_string("train_file", None,
                     "Your own labeled training file, .csv, .tsv or .jsonl (the format from the "
@@ -121,12 +121,12 @@ class WindowHooks(runner.TaskHooks):
   windows = None  # WindowOptions with --long_document=windows
   trained_by = None  # the setting naming the data of a training run of these hooks
 
-  def set_windows(self, options, what, text_pair, regression=False):
+  def set_windows(self, options, what, text_pair, regression=False, multi_label=False):
     """The windows flags checked (`what` names the data in an error) into self.windows."""
     self.window_counts = {}  # split -> windows per example, as encode wrote them
     self.windows_regression = regression
     self.windows = glue_windows.options_from_flags(self.flags, options, what, text_pair,
-                                                   regression)
+                                                   regression, multi_label)
     if self.windows:
       self.min_seq_length = glue_windows.min_seq_length(text_pair)
       self.one_record_per_example = False  # a long example gives several windows
@@ -454,9 +454,10 @@ class OwnDataHooks(WindowHooks):
       raise UserInputError("--label_delimiter must not be empty; pass e.g. --label_delimiter='|'.")
     if not options.do_train:  # fails now when there are no labels to predict with
       self.schema(options)
-    regression = (self.flags.long_document == "windows" and self.flags.window_pooling == "any"
-                  and self.schema(options).problem_type == "regression")
-    self.set_windows(options, "this run", self.columns.text_b is not None, regression)
+    problem = (self.schema(options).problem_type if self.flags.long_document == "windows" and
+               self.flags.window_pooling in (None, "any") else None)
+    self.set_windows(options, "this run", self.columns.text_b is not None,
+                     problem == "regression", problem == "multi_label")
     if not options.do_train:
       self.warn_if_trained_otherwise(options)
 

@@ -865,3 +865,18 @@ def test_own_windows_weights_read_without_windows_warn(tmp_path, caplog):
   assert ("were trained with --long_document=windows --doc_stride=6; this run reads its texts "
           "with --long_document=truncate (allowed; pass --long_document=windows --doc_stride=6 "
           "to read them as training did)") in caplog.text
+
+
+def test_own_windows_pool_by_any_for_multi_label_by_default(tmp_path):
+  """Multi-label windows pool by any unless told (a label present when a window says so);
+  single-label by mean (any needs the "no" label first); a given pooling is kept."""
+  from bert_tf.runner import RunOptions
+  multi = _write(tmp_path, "m.jsonl", '{"text": "a b", "label": ["x"]}\n'
+                                      '{"text": "c", "label": []}\n')
+  single = _write(tmp_path, "s.csv", "text,label\na b,pos\nc,neg\n")
+  options = RunOptions(max_seq_length=8, do_train=True, output_dir=str(tmp_path / "out"))
+  for path, pooling, expected in ((multi, None, "any"), (single, None, "mean"),
+                                  (multi, "mean", "mean")):
+    hooks = _own_hooks(train_file=path, window_pooling=pooling)
+    hooks.check(options)
+    assert hooks.windows.pooling == expected, (path, pooling)

@@ -66,11 +66,14 @@ class WindowOptions:
     return self.training == "first"
 
 
-def options_from_flags(f, options, what, text_pair, regression=False):
+def options_from_flags(f, options, what, text_pair, regression=False, multi_label=False):
   """The WindowOptions of run_classifier's windows flags `f` (None with
   --long_document=truncate), checked against the run's `options`; `what` names the data in
   an error (a GLUE task, or your file), `text_pair`: it reads pairs, `regression`: it has no
-  labels (the GLUE tasks' and your own files' one check of these flags)."""
+  labels (the GLUE tasks' and your own files' one check of these flags). A multi-label run
+  pools by `any` unless told otherwise (a label is present when a window says so: it beat
+  truncate on Reuters grain+corn, where mean lost; docs/runners.md); the others by mean, as
+  `any` needs the single-label "no" first."""
   if f.long_document != "windows":
     for name in FLAGS:
       if getattr(f, name) is not None:
@@ -83,7 +86,7 @@ def options_from_flags(f, options, what, text_pair, regression=False):
                          "it." % f.max_train_windows)
   windows = WindowOptions(
       DEFAULT_DOC_STRIDE if f.doc_stride is None else f.doc_stride,
-      f.window_pooling or DEFAULT_POOLING, training,
+      f.window_pooling or ("any" if multi_label else DEFAULT_POOLING), training,
       DEFAULT_MAX_TRAIN_WINDOWS if f.max_train_windows is None else f.max_train_windows)
   checks.check_positive("doc_stride", windows.doc_stride)
   checks.check_positive("max_train_windows", windows.max_train_windows)
