@@ -17,8 +17,6 @@ See https://beam.apache.org/documentation/runners/capability-matrix/ and the
 section "Corpus-scale pretraining data (Apache Beam)" of docs/pretraining.md.
 """
 
-import difflib
-import json
 import logging as std_logging
 import os
 import re
@@ -31,7 +29,6 @@ from absl import flags, logging
 std_logging.disable(std_logging.WARNING)  # Beam's import warns about optional GCP clients
 try:
   import apache_beam as beam
-  from apache_beam.options.pipeline_options import PipelineOptions
 except ImportError as e:  # Beam is the optional extra bert_tf[beam]
   print("error: create_pretraining_data_beam.py needs Apache Beam (%s); install it with "
         "`pip install 'bert_tf[beam]'` (or `pip install -r requirements.txt` in this checkout)."
@@ -40,7 +37,7 @@ except ImportError as e:  # Beam is the optional extra bert_tf[beam]
 finally:
   std_logging.disable(std_logging.NOTSET)
 
-from bert_tf import cli, pretraining_data_beam  # noqa: E402
+from bert_tf import beam_options, cli, pretraining_data_beam  # noqa: E402
 from bert_tf.errors import UserInputError, io_reason  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -70,36 +67,7 @@ def parse_flags(argv):
 
 def pipeline_options(beam_args):
   """Beam's options; the local runner defaults to one worker process per core."""
-  args = list(beam_args)
-  given = {a.split("=", 1)[0] for a in args if a.startswith("--")}
-  parsed = PipelineOptions(args).get_all_options()
-  unknown = set(PipelineOptions(args).get_all_options(retain_unknown_options=True)) - set(parsed)
-  for name in sorted(unknown):
-    close = difflib.get_close_matches(name, _OWN_FLAGS, n=1, cutoff=0.75)
-    if close:
-      raise UserInputError("Unknown flag --%s; did you mean --%s?" % (name, close[0]))
-  if unknown:
-    logging.warning("Flags neither this script nor Beam's Python SDK knows (passed on to the "
-                    "runner): %s", ", ".join("--" + n for n in sorted(unknown)))
-  if parsed["runner"] in (None, "DirectRunner", "direct"):
-    if "--runner" not in given:
-      args.append("--runner=DirectRunner")
-    mode = parsed["direct_running_mode"]
-    if "--direct_running_mode" not in given:
-      mode = "multi_processing"
-      args.append("--direct_running_mode=" + mode)
-    if "--direct_num_workers" not in given and mode != "in_memory":
-      args.append("--direct_num_workers=0")  # 0: one per CPU core
-    if "--sdk_harness_log_level_overrides" not in given:
-      # Workers log our per-file progress; a failing element's traceback reaches the
-      # launcher with the error, so workers need not log it as well.
-      args.append("--sdk_harness_log_level_overrides=" + json.dumps(
-          {"apache_beam": "ERROR", "apache_beam.runners.common": "CRITICAL",
-           "apache_beam.runners.worker": "CRITICAL", "__main__": "ERROR"}))
-    # Local worker processes import bert_tf from this checkout, wherever they start.
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
-  return PipelineOptions(args)
+  return beam_options.pipeline_options(beam_args, _OWN_FLAGS, ROOT)
 
 
 def quiet_local_runner():

@@ -12,8 +12,6 @@ pipeline options (--runner, --direct_num_workers, --direct_running_mode, --proje
 see docs/beam_inference.md.
 """
 
-import difflib
-import json
 import logging as std_logging
 import os
 import re
@@ -27,7 +25,6 @@ import bert_tf  # noqa: F401  (environment defaults)
 std_logging.disable(std_logging.WARNING)  # Beam's import warns about optional GCP clients
 try:
   import apache_beam as beam
-  from apache_beam.options.pipeline_options import PipelineOptions
 except ImportError as e:  # Beam is the optional extra bert_tf[beam]
   print("error: predict_beam.py needs Apache Beam (%s); install it with "
         "`pip install 'bert_tf[beam]'` (or `pip install -r requirements.txt` in this checkout)."
@@ -36,7 +33,7 @@ except ImportError as e:  # Beam is the optional extra bert_tf[beam]
 finally:
   std_logging.disable(std_logging.NOTSET)
 
-from bert_tf import beam_inference, cli  # noqa: E402
+from bert_tf import beam_inference, beam_options, cli  # noqa: E402
 from bert_tf.errors import UserInputError  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -76,41 +73,7 @@ def parse_flags(argv):
 
 def pipeline_options(beam_args):
   """Beam's options; the local runner defaults to one worker process per core."""
-  args = list(beam_args)
-  given = {a.split("=", 1)[0] for a in args if a.startswith("--")}
-  parsed = PipelineOptions(args).get_all_options()
-  unknown = set(PipelineOptions(args).get_all_options(retain_unknown_options=True)) - set(parsed)
-  for name in sorted(unknown):
-    close = difflib.get_close_matches(name, _OWN_FLAGS, n=1, cutoff=0.75)
-    if close:
-      raise UserInputError("Unknown flag --%s; did you mean --%s?" % (name, close[0]))
-  if unknown:
-    logging.warning("Flags neither this script nor Beam's Python SDK knows (passed on to the "
-                    "runner): %s", ", ".join("--" + n for n in sorted(unknown)))
-  if parsed["runner"] in (None, "DirectRunner", "direct"):
-    if "--runner" not in given:
-      args.append("--runner=DirectRunner")
-    mode = parsed["direct_running_mode"]
-    if "--direct_running_mode" not in given:
-      mode = "multi_processing"
-      args.append("--direct_running_mode=" + mode)
-    if "--direct_num_workers" not in given and mode != "in_memory":
-      args.append("--direct_num_workers=0")  # 0: one per CPU core
-    if "--sdk_harness_log_level_overrides" not in given:
-      args.append("--sdk_harness_log_level_overrides=" + json.dumps(
-          {"apache_beam": "ERROR", "apache_beam.runners.common": "CRITICAL",
-           "apache_beam.runners.worker": "CRITICAL", "__main__": "ERROR"}))
-    workers = int(parsed["direct_num_workers"] or 0) if "--direct_num_workers" in given else 0
-    workers = workers or os.cpu_count() or 1  # 0: one per core
-    if mode != "in_memory" and workers > 1:
-      # Each worker process is one TensorFlow: share the cores between them rather than let
-      # every worker's thread pools claim all of them.
-      for pool in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
-        os.environ.setdefault(pool, str(max(1, (os.cpu_count() or 1) // workers)))
-    # Local worker processes import bert_tf from this checkout, wherever they start.
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
-  return PipelineOptions(args)
+  return beam_options.pipeline_options(beam_args, _OWN_FLAGS, ROOT, share_cores=True)
 
 
 def quiet_local_runner():

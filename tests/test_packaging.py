@@ -62,6 +62,7 @@ def test_every_third_party_import_of_the_package_is_a_declared_dependency():
         # requires); the MediaPipe metadata writer runs in a Python of its own (mediapipe
         # 0.10 cannot share TensorFlow's protobuf).
         allowed = runtime | {"bert_tf/pretraining_data_beam.py": beam,
+                             "bert_tf/beam_options.py": beam,
                              "bert_tf/beam_inference.py": beam | {"pyarrow"},
                              "bert_tf/mediapipe_metadata.py": {"mediapipe"}}.get(path, set())
         if not projects & allowed:
