@@ -458,6 +458,12 @@ class OwnDataHooks(WindowHooks):
                self.flags.window_pooling in (None, "any") else None)
     self.set_windows(options, "this run", self.columns.text_b is not None,
                      problem == "regression", problem == "multi_label")
+    if problem == "single_label" and self.windows and not self.given:
+      labels = self.schema(options).labels
+      logging.warning("--window_pooling=any reads the first label, %r, as the 'no': a row is "
+                      "another label when any window says so. Labels are sorted unless "
+                      "--labels orders them; for a topic, pass --labels=<the no label>,... "
+                      "(labels now: %s).", labels[0], ",".join(labels))
     if not options.do_train:
       self.warn_if_trained_otherwise(options)
 

@@ -880,3 +880,20 @@ def test_own_windows_pool_by_any_for_multi_label_by_default(tmp_path):
     hooks = _own_hooks(train_file=path, window_pooling=pooling)
     hooks.check(options)
     assert hooks.windows.pooling == expected, (path, pooling)
+
+
+def test_own_windows_any_on_sorted_single_labels_warns(tmp_path, caplog):
+  """any reads the first label as the 'no'; sorted labels may put the topic first ('corn' <
+  'other'): the log names it and the fix, unless --labels set the order."""
+  import logging
+
+  from bert_tf.runner import RunOptions
+  caplog.set_level(logging.WARNING, logger="absl")
+  single = _write(tmp_path, "s.csv", "text,label\na b,other\nc,corn\n")
+  options = RunOptions(max_seq_length=8, do_train=True, output_dir=str(tmp_path / "out"))
+  _own_hooks(train_file=single, window_pooling="any").check(options)
+  assert "reads the first label, 'corn', as the 'no'" in caplog.text
+  assert "(labels now: corn,other)" in caplog.text
+  caplog.clear()
+  _own_hooks(train_file=single, window_pooling="any", labels=["other", "corn"]).check(options)
+  assert "as the 'no'" not in caplog.text
