@@ -14,14 +14,17 @@
 
 Weights are copied bit for bit; HF's exact "gelu" becomes bert_tf's "gelu_exact" and the
 original's (tanh) "gelu" becomes HF's "gelu_new", so the converted model computes what the
-source computed. The name table is bert_tf/names.py; the conversions, bert_tf/conversion.py.
+source computed. The name table is bert_tf/checkpoints/names.py; the conversions,
+bert_tf/checkpoints/conversion.py.
 """
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 
-from bert_tf import checkpoints, cli, conversion, run_folder
+from bert_tf import checkpoints
+from bert_tf.checkpoints import conversion, run_folder
 from bert_tf.errors import UserInputError
+from bert_tf.utils import cli
 
 FLAGS = flags.FLAGS
 

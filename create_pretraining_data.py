@@ -39,9 +39,11 @@ import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 import tensorflow as tf
 
-from bert_tf import cli, pretraining_data, run_folder
+from bert_tf.checkpoints import run_folder
 from bert_tf.errors import UserInputError
-from bert_tf.progress import Progress
+from bert_tf.tasks.pretraining import records
+from bert_tf.utils import cli
+from bert_tf.utils.progress import Progress
 
 FLAGS = flags.FLAGS
 
@@ -75,7 +77,7 @@ def main(_):
     run_folder.make_output_dir(os.path.dirname(output_file) or ".",
                                "--output_file's folder")
   logging.info("Reading from %d input file(s): %s", len(input_files), ", ".join(input_files))
-  rng = pretraining_data.new_rng(FLAGS.random_seed)
+  rng = records.new_rng(FLAGS.random_seed)
   options = dict(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
                  dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
                  masked_lm_prob=FLAGS.masked_lm_prob,
@@ -84,18 +86,18 @@ def main(_):
                  mask_token_prob=FLAGS.mask_token_prob,
                  random_token_prob=FLAGS.random_token_prob)
   if FLAGS.documents_per_shard:
-    count = pretraining_data.write_sharded(input_files, output_files,
+    count = records.write_sharded(input_files, output_files,
                                            FLAGS.documents_per_shard, **options)
   else:
-    documents = pretraining_data.read_documents(input_files, tokenizer,
+    documents = records.read_documents(input_files, tokenizer,
                                                 progress_description="reading corpus",
                                                 max_seq_length=FLAGS.max_seq_length)
     logging.info("Read %d documents; creating instances", len(documents))
     progress = Progress(FLAGS.dupe_factor * len(documents), "documents", "creating instances")
-    instances = pretraining_data.create_training_instances(input_files, documents=documents,
+    instances = records.create_training_instances(input_files, documents=documents,
                                                            progress=progress, **options)
     progress = Progress(len(instances), "records", "writing")
-    count = pretraining_data.write_instance_to_example_files(
+    count = records.write_instance_to_example_files(
         instances, tokenizer, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, output_files,
         progress=progress)
   logging.info("Wrote %d total instances to %s", count, ", ".join(output_files))

@@ -37,8 +37,9 @@ except ImportError as e:  # Beam is the optional extra bert_tf[beam]
 finally:
   std_logging.disable(std_logging.NOTSET)
 
-from bert_tf import beam_options, cli, pretraining_data_beam  # noqa: E402
 from bert_tf.errors import UserInputError, io_reason  # noqa: E402
+from bert_tf.tasks.pretraining import records_beam  # noqa: E402
+from bert_tf.utils import beam_options, cli  # noqa: E402
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -109,16 +110,16 @@ def main(argv):
     quiet_local_runner()
   check_flags()
   tokenizer = cli.pretraining_data_tokenizer(FLAGS)
-  input_files = pretraining_data_beam.expand_input_files(FLAGS.input_file)
-  left = pretraining_data_beam.existing_shards(FLAGS.output_file)
+  input_files = records_beam.expand_input_files(FLAGS.input_file)
+  left = records_beam.existing_shards(FLAGS.output_file)
   if left:
     raise UserInputError("%d shard(s) of an earlier run are in the way (%s, ...); a reader "
                          "would mix them with this run's. Delete them or choose another "
                          "--output_file." % (len(left), left[0]))
   logging.info("Checking %d input file(s) (%.1f MB) for text", len(input_files),
                sum(f.size for f in input_files) / 1e6)
-  pretraining_data_beam.check_input_files(input_files, tokenizer)
-  settings = pretraining_data_beam.Settings(
+  records_beam.check_input_files(input_files, tokenizer)
+  settings = records_beam.Settings(
       random_seed=FLAGS.random_seed, max_seq_length=FLAGS.max_seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq, dupe_factor=FLAGS.dupe_factor,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
@@ -126,7 +127,7 @@ def main(argv):
       random_token_prob=FLAGS.random_token_prob)
   start = time.monotonic()
   pipeline = beam.Pipeline(options=options)
-  pretraining_data_beam.build(pipeline, input_files, FLAGS.output_file, tokenizer, settings,
+  records_beam.build(pipeline, input_files, FLAGS.output_file, tokenizer, settings,
                               FLAGS.num_shards)
   logging.info("Running the pipeline on %s (input file i gets seed %d + i)", runner,
                FLAGS.random_seed)
@@ -134,13 +135,13 @@ def main(argv):
     result = pipeline.run()
     result.wait_until_finish()
   except Exception as e:  # noqa: BLE001  (a worker's UserInputError arrives wrapped)
-    pretraining_data_beam.remove_temporary_files(FLAGS.output_file)
+    records_beam.remove_temporary_files(FLAGS.output_file)
     message = _clean_error(e)
     if message:
       raise UserInputError(message) from None
     raise
-  counts = pretraining_data_beam.counters(result)
-  shards = pretraining_data_beam.existing_shards(FLAGS.output_file)
+  counts = records_beam.counters(result)
+  shards = records_beam.existing_shards(FLAGS.output_file)
   logging.info("Wrote %d records from %d input file(s) to %d shard(s) %s-*-of-%05d in %.1f s",
                counts.get("records", 0), counts.get("files", 0), len(shards), FLAGS.output_file,
                len(shards), time.monotonic() - start)

@@ -24,14 +24,16 @@ import zipfile
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 
-from bert_tf import cli, export, litert_export
+from bert_tf import export
 from bert_tf.errors import UserInputError
+from bert_tf.export import litert
+from bert_tf.utils import cli
 
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("export_dir", None, "A SavedModel folder bert_tf wrote.")
 flags.DEFINE_string("output_file", None, "Where to write the .tflite.")
-flags.DEFINE_enum("quantize", "none", litert_export.QUANTIZATIONS,
+flags.DEFINE_enum("quantize", "none", litert.QUANTIZATIONS,
                   "none: float32; int8: LiteRT's dynamic-range quantization (int8 weights, "
                   "about a quarter of the size).")
 flags.DEFINE_integer("seq_length", None,
@@ -51,7 +53,7 @@ flags.DEFINE_bool("first_window_only", False,
                   ".tflite takes one window, so a longer text is classified by its first "
                   "max_seq_length tokens.")
 
-_WRITER = os.path.join(os.path.dirname(os.path.abspath(litert_export.__file__)),
+_WRITER = os.path.join(os.path.dirname(os.path.abspath(litert.__file__)),
                        "mediapipe_metadata.py")
 # What the writer imports: a Python that cannot is found before converting.
 _PROBE = ("from mediapipe.tasks.python.metadata.metadata_writers import metadata_writer, "
@@ -98,7 +100,7 @@ def check_mediapipe_python(python):
 def _record(path):
   """The .tflite's bert_tf record, or None where it has none or is no LiteRT model."""
   try:
-    return litert_export.read_tflite_metadata(path)
+    return litert.read_tflite_metadata(path)
   except UserInputError:
     return None
 
@@ -107,7 +109,7 @@ def write_mediapipe_metadata(kind, conversion, vocab_file, folder):
   """Runs mediapipe_metadata.py in --mediapipe_python on the converted file; returns the
   path of the file it wrote in `folder`, checked to hold the metadata's files."""
   python = FLAGS.mediapipe_python
-  details = litert_export.interpreter(conversion.output_file).get_signature_runner(
+  details = litert.interpreter(conversion.output_file).get_signature_runner(
       export.IDS_SIGNATURE).get_input_details()
   vocab = os.path.join(folder, export.VOCAB_FILE)  # its name inside the .tflite
   shutil.copyfile(vocab_file, vocab)
@@ -120,9 +122,9 @@ def write_mediapipe_metadata(kind, conversion, vocab_file, folder):
   if kind == "classifier":
     labels = os.path.join(folder, "labels.txt")
     with open(labels, "w", encoding="utf-8", newline="") as f:
-      f.write(litert_export.mediapipe_labels_file(conversion.metadata))
+      f.write(litert.mediapipe_labels_file(conversion.metadata))
     command += ["--labels", labels]
-    threshold = litert_export.mediapipe_score_threshold(conversion.metadata)
+    threshold = litert.mediapipe_score_threshold(conversion.metadata)
     if threshold is not None:
       command += ["--score_threshold", repr(threshold)]
   else:
@@ -143,7 +145,7 @@ def write_mediapipe_metadata(kind, conversion, vocab_file, folder):
       elif not zipfile.is_zipfile(written):
         problem = "wrote a file without the metadata's vocab"
       elif _record(written) != _record(conversion.output_file):
-        problem = "dropped the .tflite's %s record" % litert_export.TFLITE_METADATA
+        problem = "dropped the .tflite's %s record" % litert.TFLITE_METADATA
   if problem:
     raise UserInputError("MediaPipe's metadata writer in %s exited 0 but %s; nothing was "
                          "written (is it the Python of a virtualenv with mediapipe==0.10.21?)."
@@ -158,24 +160,24 @@ def main(_):
                          "MediaPipe's metadata; the .tflite itself takes ids): drop it, or add "
                          "--mediapipe_python.")
   # Every check that needs no conversion, before converting.
-  metadata = litert_export.read_export(FLAGS.export_dir)
-  litert_export.check_export(metadata, FLAGS.export_dir, FLAGS.first_window_only)
-  litert_export.check_seq_length(FLAGS.seq_length, metadata)
-  litert_export.check_output_file(FLAGS.output_file, FLAGS.export_dir)
+  metadata = litert.read_export(FLAGS.export_dir)
+  litert.check_export(metadata, FLAGS.export_dir, FLAGS.first_window_only)
+  litert.check_seq_length(FLAGS.seq_length, metadata)
+  litert.check_output_file(FLAGS.output_file, FLAGS.export_dir)
   kind = vocab_file = None
   seq_length = FLAGS.seq_length
   if FLAGS.mediapipe_python:
-    kind = litert_export.check_mediapipe(metadata)
-    vocab_file = litert_export.export_vocab(FLAGS.export_dir, metadata, FLAGS.vocab_file)
+    kind = litert.check_mediapipe(metadata)
+    vocab_file = litert.export_vocab(FLAGS.export_dir, metadata, FLAGS.vocab_file)
     check_mediapipe_python(FLAGS.mediapipe_python)
     if seq_length is None:
       seq_length = metadata["max_seq_length"]
   with tempfile.TemporaryDirectory(prefix="bert_tf_litert_") as folder:
     target = os.path.join(folder, "model.tflite") if kind else FLAGS.output_file
-    conversion = litert_export.convert(FLAGS.export_dir, target, FLAGS.quantize, seq_length,
+    conversion = litert.convert(FLAGS.export_dir, target, FLAGS.quantize, seq_length,
                                        FLAGS.first_window_only)
     if kind:
-      litert_export.write_file(write_mediapipe_metadata(kind, conversion, vocab_file, folder),
+      litert.write_file(write_mediapipe_metadata(kind, conversion, vocab_file, folder),
                                FLAGS.output_file)
   labels = metadata.get("labels")
   print("Wrote %s (%s, %.1f MB): inputs %s -> %s%s%s; probe request within %.2g of the "
@@ -186,7 +188,7 @@ def main(_):
                            " (first window only)" if metadata.get("long_document") == "windows"
                            else "", conversion.max_difference,
                            " Its %s metadata names the %d labels." %
-                           (litert_export.TFLITE_METADATA, len(labels)) if labels else ""))
+                           (litert.TFLITE_METADATA, len(labels)) if labels else ""))
   logging.flush()
   sys.stdout.flush()
 

@@ -10,7 +10,7 @@ Then, with only tensorflow and tensorflow_text installed:
   vectors = embed(tf.constant(["A man is eating food.", "Someone is eating."]))  # [2, 384]
 
 The folder is read as sentence-transformers reads it (modules.json, the Pooling
-module's mode, max_seq_length, Normalize); see bert_tf/text_embedder.py for the
+module's mode, max_seq_length, Normalize); see bert_tf/inference/text_embedder.py for the
 SavedModel's interface and docs/sentence_embeddings.md for examples.
 """
 
@@ -19,8 +19,9 @@ import os
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 
-from bert_tf import cli, precision, text_embedder
 from bert_tf.errors import UserInputError
+from bert_tf.inference import text_embedder
+from bert_tf.utils import cli, precision
 
 FLAGS = flags.FLAGS
 

@@ -6,14 +6,16 @@
     --preprocessor_export_dir=/tmp/bert_preprocess [--seq_length=128] [--with_mlm]
 
 Then `encoder(preprocessor(strings))` works as with TF Hub's BERT models; the
-interface is described in bert_tf/tfhub_export.py.
+interface is described in bert_tf/export/tfhub.py.
 """
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 
-from bert_tf import checks, cli, precision, tfhub_export
+from bert_tf.checkpoints import checks
 from bert_tf.config import BertConfig
+from bert_tf.export import tfhub
+from bert_tf.utils import cli, precision
 
 FLAGS = flags.FLAGS
 
@@ -44,7 +46,7 @@ def main(_):
   checks.check_causal_attention(FLAGS.init_checkpoint,
                                 BertConfig.from_json_file(FLAGS.bert_config_file),
                                 FLAGS.bert_config_file)
-  encoder_dir, preprocessor_dir = tfhub_export.export_from_checkpoint(
+  encoder_dir, preprocessor_dir = tfhub.export_from_checkpoint(
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint, FLAGS.do_lower_case,
       FLAGS.encoder_export_dir, FLAGS.preprocessor_export_dir, seq_length=FLAGS.seq_length,
       with_mlm=FLAGS.with_mlm, strip_accents=FLAGS.strip_accents,

@@ -13,9 +13,12 @@ Each input line is one example; `sentence A ||| sentence B` makes a pair.
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
 
-from bert_tf import checkpoints, checks, cli, feature_extraction, precision, runner, text_embedder
+from bert_tf import checkpoints, runner
+from bert_tf.checkpoints import checks
 from bert_tf.config import BertConfig
+from bert_tf.inference import feature_extraction, text_embedder
 from bert_tf.modeling import BertModel
+from bert_tf.utils import cli, precision
 
 FLAGS = flags.FLAGS
 
@@ -44,7 +47,7 @@ flags.DEFINE_bool("use_one_hot_embeddings", False,
 flags.DEFINE_bool("jit_compile", None,
                   "Compile the per-token forward pass with XLA. Default: whichever measured "
                   "faster for --inference_precision (XLA for int8; TensorFlow's oneDNN kernels "
-                  "for float32 and bfloat16), see bert_tf/precision.py.")
+                  "for float32 and bfloat16), see bert_tf/utils/precision.py.")
 precision.define_flag("the encoder")
 flags.DEFINE_bool("pad_to_max_seq_length", False,
                   "Run every batch at --max_seq_length as the original. By default each batch "
@@ -67,7 +70,7 @@ _MIN_SEQ_LENGTH = 3
 
 
 def write_sentence_embeddings():
-  """--pooling / --model_dir: one embedding per example (bert_tf.text_embedder)."""
+  """--pooling / --model_dir: one embedding per example (bert_tf.inference.text_embedder)."""
   cli.require_flags(FLAGS, "input_file", "output_file")
   present = [n for n in ("layers", "max_seq_length", "do_lower_case", "strip_accents")
              if FLAGS[n].present]

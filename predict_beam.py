@@ -33,8 +33,9 @@ except ImportError as e:  # Beam is the optional extra bert_tf[beam]
 finally:
   std_logging.disable(std_logging.NOTSET)
 
-from bert_tf import beam_inference, beam_options, cli  # noqa: E402
 from bert_tf.errors import UserInputError  # noqa: E402
+from bert_tf.inference import beam_inference  # noqa: E402
+from bert_tf.utils import beam_options, cli  # noqa: E402
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.abspath(__file__))

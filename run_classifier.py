@@ -27,13 +27,16 @@ from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import cli, run_folder, runner, runner_flags
+from bert_tf import runner
+from bert_tf.checkpoints import run_folder
 from bert_tf.errors import UserInputError
+from bert_tf.runner import shared_flags
 from bert_tf.tasks import glue, own_data
 from bert_tf.tasks.glue import windows as glue_windows
 from bert_tf.tasks.own_data import data as own_data_files
 from bert_tf.tasks.own_data import features as own_features
 from bert_tf.tasks.own_data import labels as own_labels
+from bert_tf.utils import cli
 
 FLAGS = flags.FLAGS
 
@@ -100,11 +103,11 @@ flags.DEFINE_float("threshold", None,
 flags.DEFINE_string("class_weights", "none",
                     "With --train_file...: none, balanced (from the training label counts) or "
                     "one weight per label, comma-separated, in label order.")
-runner_flags.define_finetuning_flags(
+shared_flags.define_finetuning_flags(
     export_help="If set, write a SavedModel here: `serving_default` takes raw text, "
                 "`serve_ids` takes word ids.")
-runner_flags.define_eval_flags()
-runner_flags.define_best_checkpoint_flags()
+shared_flags.define_eval_flags()
+shared_flags.define_best_checkpoint_flags()
 
 _SUBMISSION_NAMES = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B",
                      "qqp": "QQP", "mnli": "MNLI-m", "mnli-mm": "MNLI-mm", "qnli": "QNLI",

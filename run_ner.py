@@ -13,10 +13,13 @@ import sys
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags
 
-from bert_tf import checks, cli, runner, runner_flags
+from bert_tf import runner
+from bert_tf.checkpoints import checks
 from bert_tf.errors import UserInputError
+from bert_tf.runner import shared_flags
 from bert_tf.tasks import ner
 from bert_tf.tasks.ner import feature_based_trainer as fbt
+from bert_tf.utils import cli
 
 flags.DEFINE_string("data_dir", None,
                     "Folder of the CoNLL files: train.txt, dev.txt (or valid.txt), test.txt, or "
@@ -37,11 +40,11 @@ flags.DEFINE_enum("features", None, list(ner.REPRESENTATIONS),
                   "The BERT representation of --approach=feature_based (default "
                   "concat_last_four, the paper's best).")
 flags.DEFINE_integer("lstm_units", 768, "Units of each direction of the feature-based BiLSTM.")
-runner_flags.define_finetuning_flags(
+shared_flags.define_finetuning_flags(
     do_predict_help="Whether to tag the test file.",
     export_help="If set, write a SavedModel here: `serving_default` takes raw text and "
                 "returns the entities; `serve_ids` returns per-position logits.")
-runner_flags.define_eval_flags()
+shared_flags.define_eval_flags()
 
 
 class NerHooks(runner.TaskHooks):

@@ -24,10 +24,14 @@ import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 import tensorflow as tf
 
-from bert_tf import checks, cli, input_pipeline, runner, runner_flags
+from bert_tf import runner
+from bert_tf.checkpoints import checks
 from bert_tf.config import BertConfig
+from bert_tf.data import input_pipeline
 from bert_tf.errors import UserInputError
+from bert_tf.runner import shared_flags
 from bert_tf.tasks.pretraining import OBJECTIVES, PretrainingTask
+from bert_tf.utils import cli
 
 flags.DEFINE_string("input_file", None,
                     "Input TF example files (can be a glob or comma separated).")
@@ -41,10 +45,10 @@ flags.DEFINE_enum("pretraining_objective", "mlm_nsp", list(OBJECTIVES),
                   "Table 5 ablations: mlm, the masked LM alone (No NSP); ltr, a left-to-right "
                   "LM on a causal encoder, each position predicting the next token (LTR & No "
                   "NSP). Both read the same create_pretraining_data records.")
-runner_flags.define_training_flags(
+shared_flags.define_training_flags(
     128, "The maximum total input sequence length after WordPiece tokenization. "
          "Must match the data.")
-runner_flags.define_eval_flags()
+shared_flags.define_eval_flags()
 
 
 class PretrainingHooks(runner.TaskHooks):

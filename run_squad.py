@@ -24,10 +24,13 @@ import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 import tensorflow as tf
 
-from bert_tf import checks, cli, runner, runner_flags
+from bert_tf import runner
+from bert_tf.checkpoints import checks
 from bert_tf.errors import UserInputError
+from bert_tf.runner import shared_flags
 from bert_tf.tasks import squad
 from bert_tf.tasks.squad import metrics as squad_metrics
+from bert_tf.utils import cli
 
 flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
 flags.DEFINE_string("predict_file", None,
@@ -50,7 +53,7 @@ flags.DEFINE_bool("version_2_with_negative", False,
                   "If true, the SQuAD examples contain some that do not have an answer.")
 flags.DEFINE_float("null_score_diff_threshold", 0.0,
                    "If null_score - best_non_null is greater than the threshold predict null.")
-runner_flags.define_finetuning_flags(
+shared_flags.define_finetuning_flags(
     max_seq_length=384, do_predict_help="Whether to run eval on the dev set.",
     export_help="If set, write a SavedModel here: `serving_default` takes question and "
                 "context strings and returns the answer; `serve_ids` returns logits.")

@@ -19,15 +19,17 @@ import sys
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags
 
-from bert_tf import cli, runner, runner_flags
+from bert_tf import runner
+from bert_tf.runner import shared_flags
 from bert_tf.tasks import swag
+from bert_tf.utils import cli
 
 flags.DEFINE_string("data_dir", None, "Folder with SWAG's train.csv, val.csv and test.csv.")
-runner_flags.define_finetuning_flags(
+shared_flags.define_finetuning_flags(
     train_batch_size=16, learning_rate=2e-5, do_predict_help="Whether to predict test.csv.",
     export_help="If set, write a SavedModel: `serving_default` takes `context` and four "
                 "`ending0..3` strings; `serve_ids` takes word ids.")
-runner_flags.define_eval_flags("Whether to evaluate on val.csv.")
+shared_flags.define_eval_flags("Whether to evaluate on val.csv.")
 
 
 class SwagHooks(runner.TaskHooks):

@@ -81,7 +81,7 @@ def make_exports(folder):
         casing.get("do_lower_case", True), FLAGS.max_seq_length, ["a", "b", "c"],
         text_pair=False, strip_accents=casing.get("strip_accents"))
   if not made["embedder"]:
-    from bert_tf import text_embedder
+    from bert_tf.inference import text_embedder
     made["embedder"] = text_embedder.export_from_folder(
         FLAGS.model_dir, os.path.join(folder, "embedder"), max_seq_length=FLAGS.max_seq_length)
   return {kind: str(path) for kind, path in made.items()}
@@ -93,7 +93,7 @@ def loop(export_dir, sentences, by_length=False):
   import tensorflow as tf
   import tensorflow_text  # noqa: F401
 
-  from bert_tf import beam_inference
+  from bert_tf.inference import beam_inference
   info = beam_inference.describe_export(export_dir)
   signature = tf.saved_model.load(export_dir).signatures["serving_default"]
   name = info.inputs[0]

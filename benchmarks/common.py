@@ -33,8 +33,8 @@ flags.DEFINE_string("json_out", None, "Also write the result records to this fil
 
 
 def cpu_info():
-  """The CPU that gave a figure: every record names it (bert_tf.cpu.describe)."""
-  from bert_tf import cpu
+  """The CPU that gave a figure: every record names it (bert_tf.utils.cpu.describe)."""
+  from bert_tf.utils import cpu
   return cpu.describe()
 
 
@@ -173,15 +173,15 @@ def define_hf_comparison_flags(peers=False, default_shape="MiniLM-L6 shape"):
 def comparison_config(default=None):
   """The BertConfig of --bert_config_file, else of the HF folder given as --init_checkpoint or
   --hf_model_dir (so that both sides run the same shape), else `default` (MiniLM-L6's shape)."""
-  from bert_tf import hf_checkpoints
+  from bert_tf.checkpoints import hf_files
   from bert_tf.config import BertConfig
   config_file = flags.FLAGS.bert_config_file
   if config_file:
     return BertConfig.from_json_file(config_file)
   for folder in (flags.FLAGS.init_checkpoint, flags.FLAGS.hf_model_dir):
-    if folder and hf_checkpoints.is_hf_folder(folder):
+    if folder and hf_files.is_hf_folder(folder):
       path = os.path.join(folder, "config.json")
-      return BertConfig.from_hf_dict(hf_checkpoints.read_json(path, "Hugging Face config"), path)
+      return BertConfig.from_hf_dict(hf_files.read_json(path, "Hugging Face config"), path)
   if flags.FLAGS.init_checkpoint:
     sys.exit("--init_checkpoint=%s is not a Hugging Face folder: give its --bert_config_file "
              "too." % flags.FLAGS.init_checkpoint)
@@ -212,7 +212,7 @@ def check_hf_model_shape(config):
 def define_precisions_flag():
   """--precisions: the inference precisions to time, on every side."""
   flags.DEFINE_list("precisions", None, "Inference precisions to time on every side (bert_tf "
-                    "through bert_tf.precision.for_inference; the peers' own float32, "
+                    "through bert_tf.utils.precision.for_inference; the peers' own float32, "
                     "bfloat16 autocast and dynamic int8): float32, bfloat16, int8. Default: "
                     "float32,int8, plus bfloat16 where the CPU has AVX-512 (elsewhere "
                     "TensorFlow's bfloat16 matmuls fall back to Eigen, slower than float32: "
@@ -222,7 +222,7 @@ def define_precisions_flag():
 def selected_precisions():
   """(the precisions of --precisions in float32, bfloat16, int8 order, a note on what the
   default left out or None)."""
-  from bert_tf import cpu, precision
+  from bert_tf.utils import cpu, precision
   chosen = flags.FLAGS.precisions
   if chosen:
     unknown = [p for p in chosen if p not in precision.PRECISIONS]

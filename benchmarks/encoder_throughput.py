@@ -6,7 +6,7 @@
 
 Builds the encoder (BERT-Base with random weights by default, or the shape and weights of
 --bert_config_file / --init_checkpoint), makes it compute in each of --precisions with
-bert_tf.precision.for_inference and times the inference forward pass on a fixed batch of
+bert_tf.utils.precision.for_inference and times the inference forward pass on a fixed batch of
 --batch_size x --seq_length tokens (all real). It measures the matmul peak of float32 (and
 of bfloat16 when timed) with large square matmuls in the same process, and prints sequences/s,
 achieved GFLOP/s and the ratio to the peak of the row's type (int8 rows: to float32's).
@@ -14,7 +14,7 @@ The peers run the same fixed-shape forward in their own interpreters (benchmarks
 Hugging Face transformers' BertModel on PyTorch (--hf_python) and its torch.onnx export in
 ONNX Runtime (--ort_python), each precision in a fresh process, with bert_tf's speed over
 theirs. bert_tf runs each precision as its inference paths do (XLA or the graph executor, as
-bert_tf.precision.prefers_xla says; --jit_compile / --nojit_compile force one), and each row
+bert_tf.utils.precision.prefers_xla says; --jit_compile / --nojit_compile force one), and each row
 says which. All are best-of-N timings after a warm-up (the peak itself varies between runs on a
 shared machine, hence its measurement in the same run). Prints figures only (common.Results).
 """
@@ -39,15 +39,16 @@ flags.DEFINE_integer("num_heads", 12, "Attention heads (BERT-Base: 12).")
 flags.DEFINE_integer("intermediate_size", 3072, "Feed-forward size (BERT-Base: 3072).")
 common.define_jit_compile_flag(
     "forward pass", "per precision, what bert_tf's inference paths run it in "
-    "(bert_tf.precision.prefers_xla: XLA for int8, the graph executor's oneDNN kernels for "
+    "(bert_tf.utils.precision.prefers_xla: XLA for int8, the graph executor's oneDNN kernels for "
     "float32 and bfloat16)")
 flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 
 
 def bert_tf_seconds(config, precisions):
   """{precision: (best seconds of bert_tf's forward pass on the fixed batch, whether XLA)}."""
-  from bert_tf import checkpoints, precision
+  from bert_tf import checkpoints
   from bert_tf.modeling import BertModel
+  from bert_tf.utils import precision
   ids, mask, types = timing.fixed_inputs(FLAGS.batch_size, FLAGS.seq_length, config.vocab_size)
   inputs = {"input_word_ids": tf.constant(ids, tf.int32), "input_mask": tf.constant(mask, tf.int32),
             "input_type_ids": tf.constant(types, tf.int32)}
@@ -117,7 +118,7 @@ def main(_):
   modes = {"bert_tf " + p: common.mode_name(jit) for p, (_, jit) in timed.items()}
   results.note("bert_tf: tensorflow %s, TF_ENABLE_ONEDNN_OPTS=%s, %d threads; mode: %s" %
                (tf.__version__, os.environ.get("TF_ENABLE_ONEDNN_OPTS"), os.cpu_count(),
-                "each precision's product path (bert_tf.precision.prefers_xla)"
+                "each precision's product path (bert_tf.utils.precision.prefers_xla)"
                 if FLAGS.jit_compile is None else "forced by --%sjit_compile"
                 % ("" if FLAGS.jit_compile else "no")))
   seconds.update(peer_seconds(config, precisions, results))

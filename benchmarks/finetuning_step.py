@@ -24,8 +24,9 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import common, peers, timing
-from bert_tf import checkpoints, optimization, precision, tokenization, training
+from bert_tf import checkpoints, optimization, tokenization, training
 from bert_tf.tasks import glue
+from bert_tf.utils import precision
 
 FLAGS = flags.FLAGS
 common.define_hf_comparison_flags()

@@ -42,8 +42,10 @@ flags.adopt_module_key_flags(common)  # --help lists the shared flags too
 def _inputs(folder, batch_size, max_seq_length):
   """Consecutive lines of data/pretraining_corpus.txt as pairs, tokenized with the folder's
   vocabulary and casing, packed as the runners pack them: (ids, mask, types) int32."""
-  from bert_tf import hf_checkpoints, packing, tokenization
-  casing = hf_checkpoints.read_tokenizer_config(folder)
+  from bert_tf import tokenization
+  from bert_tf.checkpoints import hf_files
+  from bert_tf.data import packing
+  casing = hf_files.read_tokenizer_config(folder)
   tokenizer = tokenization.FullTokenizer(os.path.join(folder, "vocab.txt"),
                                          casing["do_lower_case"], casing["strip_accents"])
   with open(os.path.join(common.ROOT, "data", "pretraining_corpus.txt"), encoding="utf-8") as f:
@@ -77,7 +79,8 @@ def _transformers_side(folder, inputs_path, work):
 def main(_):
   if not FLAGS.hf_model_dir:
     raise app.UsageError("--hf_model_dir is required.")
-  from bert_tf import checkpoints, conversion, hf_checkpoints
+  from bert_tf import checkpoints
+  from bert_tf.checkpoints import conversion, hf_files
   from bert_tf.config import BertConfig
   from bert_tf.modeling import BertModel
 
@@ -86,7 +89,7 @@ def main(_):
     hf_config = json.load(f)
   hf_config.setdefault("layer_norm_eps", 1e-12)
   hf_config.setdefault("hidden_act", "gelu")
-  state, _ = hf_checkpoints.load_hf_state(folder)
+  state, _ = hf_files.load_hf_state(folder)
   state = {k.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta",
                                                                       "LayerNorm.bias"): v
            for k, v in state.items()}
@@ -109,7 +112,7 @@ def main(_):
 
     back = os.path.join(work, "hf_back")
     conversion.convert_to_hf(prefix, back)
-    written = hf_checkpoints.load_safetensors(os.path.join(back, "model.safetensors"))
+    written = hf_files.load_safetensors(os.path.join(back, "model.safetensors"))
     tied = [k for k in state if k.endswith(("predictions.decoder.weight",
                                             "predictions.decoder.bias", "position_ids",
                                             "token_type_ids"))]

@@ -36,7 +36,7 @@ import numpy as np
 
 from benchmarks import common, timing
 from benchmarks.reuters import TOPICS, read_reuters, scores, training_seconds, write_jsonl
-from bert_tf import cli
+from bert_tf.utils import cli
 
 FLAGS = flags.FLAGS
 # setting -> (topics, balanced, epochs, batch)

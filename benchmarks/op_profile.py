@@ -4,7 +4,7 @@
         [--seq_length=128] [--bert_config_file=bert_config.json | --num_layers=6] [--top=12]
 
 Builds the encoder (MiniLM-L6's shape unless --bert_config_file, random weights) as
-bert_tf.precision builds it for each of --precisions (float32, bfloat16; not int8, whose
+bert_tf.utils.precision builds it for each of --precisions (float32, bfloat16; not int8, whose
 weights Keras quantizes eagerly), runs the forward pass in graph mode (as the exports run)
 through a TF1 session with full tracing, and prints per op type the summed kernel time
 per pass (median of --iterations traced passes, after a warm-up), then the split into
@@ -25,9 +25,9 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import common, timing
-from bert_tf import precision
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertModel
+from bert_tf.utils import precision
 
 FLAGS = flags.FLAGS
 common.define_workload_flags(8, "Sequences per forward pass.", 3, "Traced forward passes.",

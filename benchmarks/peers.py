@@ -3,7 +3,7 @@ Hugging Face transformers on PyTorch (--hf_python) in float32, bfloat16 and dyna
 the same transformers model exported with torch.onnx and run by ONNX Runtime (--ort_python) in
 float32 and dynamic int8.
 
-What each peer precision is, chosen as the counterpart of bert_tf.precision.for_inference:
+What each peer precision is, chosen as the counterpart of bert_tf.utils.precision.for_inference:
   * HF bfloat16: `torch.autocast("cpu", dtype=torch.bfloat16)` around the float32 model
     (float32 weights, bfloat16 matmuls, LayerNorm and softmax in float32), as Keras'
     mixed_bfloat16 policy;

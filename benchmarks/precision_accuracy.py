@@ -12,7 +12,7 @@
         [--export_dir=EXPORT_DIR]   # run_classifier --export_dir of the same run: adds LiteRT
 
 Step 3 builds the GLUE classifier, loads the fine-tuned checkpoint, applies
-bert_tf.precision.for_inference for each precision and predicts the test set through the
+bert_tf.utils.precision.for_inference for each precision and predicts the test set through the
 features of run_classifier's eval (the sst-2 processor and convert_single_example). A
 precision is only worth having if it keeps a trained model's decisions, which goldens on
 random weights cannot show. One row per precision: accuracy, F1 of the positive class
@@ -25,7 +25,7 @@ that cost int8 its accuracy. Prints figures only; the seconds are incidental (us
 benchmarks for timings).
 
 --export_dir adds the served forms of the same classifier: its SavedModel (`serve_ids`, the
-reference of the next rows), and the LiteRT .tflite files bert_tf.litert_export converts from it,
+reference of the next rows), and the LiteRT .tflite files bert_tf.export.litert converts from it,
 float32 and int8 (dynamic range), each scored one document a call as LiteRT serves, the request
 cut to its real length. Then one request's p50/p99 of the three on the first test documents,
 in a fresh process with one thread each (as a small serving host runs them). Prints figures
@@ -42,8 +42,8 @@ import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import flags
 
 from benchmarks import common, timing
-from bert_tf import cli
 from bert_tf.errors import UserInputError
+from bert_tf.utils import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("prepare_dir", None,
@@ -69,7 +69,7 @@ flags.DEFINE_string("test_file", None,
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per document (as the fine-tuning used).")
 flags.DEFINE_integer("batch_size", 32, "Documents per predicted batch.")
 flags.DEFINE_list("precisions", ["float32", "bfloat16", "int8"],
-                  "Inference precisions to compare (bert_tf.precision.PRECISIONS); float32 "
+                  "Inference precisions to compare (bert_tf.utils.precision.PRECISIONS); float32 "
                   "is always run first, as the reference.")
 flags.DEFINE_multi_string("int8_keep_float32", None,
                           "Also run int8 with the Dense layers whose path matches this regular "
@@ -92,7 +92,7 @@ def prepare_sst2_layout(train_file, test_file, label_column, output_dir):
   """Writes output_dir/{train,dev}.tsv (header `sentence label`) from the Reuters TSVs; returns
   {file name: (rows, positives)}. The source fields hold no tabs or newlines, so the texts are
   copied as they are."""
-  from bert_tf import user_files
+  from bert_tf.utils import user_files
   splits = {}
   for source, name in ((train_file, "train.tsv"), (test_file, "dev.tsv")):
     lines = [line.rstrip("\r") for line in
@@ -154,7 +154,8 @@ def load_classifier(config, checkpoint):
 
 
 def dense_layers(model):
-  """The plain keras Dense layers of `model`: those bert_tf.precision's int8 path quantizes."""
+  """The plain keras Dense layers of `model`: those bert_tf.utils.precision's int8 path
+  quantizes."""
   import keras
   layers = model._flatten_layers(include_self=False)  # pylint: disable=protected-access
   return [layer for layer in layers
@@ -177,7 +178,7 @@ def check_keep_patterns(patterns, model):
 
 
 def quantized_except(config, checkpoint, keep_float32):
-  """The classifier with its Dense layers int8-quantized as bert_tf.precision's int8 path
+  """The classifier with its Dense layers int8-quantized as bert_tf.utils.precision's int8 path
   does, except those whose path (e.g. `layer_5/output_dense`, `pooler/dense`) matches the
   regular expression `keep_float32`: shows which layers cost the accuracy."""
   model, _ = load_classifier(config, checkpoint)
@@ -212,8 +213,8 @@ def predict_probabilities(model, features, batch_size):
 
 def check_export(export_dir, max_seq_length, do_lower_case):
   """The export's metadata, if it classifies 2 labels from the features this script packs."""
-  from bert_tf import litert_export
-  metadata = litert_export.read_export(export_dir)
+  from bert_tf.export import litert
+  metadata = litert.read_export(export_dir)
   if metadata.get("task") != "classification" or len(metadata.get("labels", ())) != 2:
     raise UserInputError("--export_dir=%s is a %s export with labels %s; pass the 2-label "
                          "classifier's run_classifier --export_dir." %
@@ -256,8 +257,9 @@ def litert_probabilities(path, features):
   """As predict_probabilities, through the .tflite at `path`, one document a call."""
   import numpy as np
 
-  from bert_tf import export, litert_export
-  runner = litert_export.interpreter(path).get_signature_runner(export.IDS_SIGNATURE)
+  from bert_tf import export
+  from bert_tf.export import litert
+  runner = litert.interpreter(path).get_signature_runner(export.IDS_SIGNATURE)
   total = len(features["input_word_ids"])
   _, warm_up = timing.timed(lambda: runner(**one_request(features, 0)))
   outputs, seconds = timing.timed(lambda: [runner(**one_request(features, index))["probabilities"]
@@ -267,11 +269,11 @@ def litert_probabilities(path, features):
 
 def convert_litert(export_dir, folder):
   """{row name: (.tflite path, MB)} of the export converted to LiteRT float32 and int8."""
-  from bert_tf import litert_export
+  from bert_tf.export import litert
   files = {}
   for name, quantize in (("litert float32", "none"), ("litert int8", "int8")):
     path = os.path.join(folder, "classifier_%s.tflite" % quantize.replace("none", "float32"))
-    conversion = litert_export.convert(export_dir, path, quantize=quantize)
+    conversion = litert.convert(export_dir, path, quantize=quantize)
     files[name] = (path, conversion.size_bytes / 1e6)
   return files
 
@@ -318,8 +320,9 @@ def main(_):
   if FLAGS.prepare_dir:
     return prepare(report)
   cli.require_flags(FLAGS, "checkpoint", "bert_config_file", "vocab_file", "test_file")
-  from bert_tf import checks, precision
+  from bert_tf.checkpoints import checks
   from bert_tf.config import BertConfig
+  from bert_tf.utils import precision
   precisions = [precision.check(p) for p in FLAGS.precisions]
   precisions = ["float32"] + [p for p in dict.fromkeys(precisions) if p != "float32"]
   config = BertConfig.from_json_file(FLAGS.bert_config_file)

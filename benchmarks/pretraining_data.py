@@ -19,7 +19,9 @@ from absl import app, flags
 import tensorflow as tf
 
 from benchmarks import common, timing
-from bert_tf import example_codec, pretraining_data, tokenization
+from bert_tf import tokenization
+from bert_tf.data import example_codec
+from bert_tf.tasks.pretraining import records
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None,
@@ -56,15 +58,15 @@ def run_ours(output_file):
   tokenizer, stages["read + tokenize"] = timing.timed(
       lambda: tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case))
   documents, seconds = timing.timed(
-      lambda: pretraining_data.read_documents([FLAGS.input_file], tokenizer))
+      lambda: records.read_documents([FLAGS.input_file], tokenizer))
   stages["read + tokenize"] += seconds
   instances, stages["instances + masking"] = timing.timed(
-      lambda: pretraining_data.create_training_instances(
+      lambda: records.create_training_instances(
           None, tokenizer, FLAGS.max_seq_length, FLAGS.dupe_factor, 0.1, 0.15,
-          FLAGS.max_predictions_per_seq, pretraining_data.new_rng(FLAGS.random_seed),
+          FLAGS.max_predictions_per_seq, records.new_rng(FLAGS.random_seed),
           FLAGS.do_whole_word_mask, documents=documents))
   count, stages["encode + write"] = timing.timed(
-      lambda: pretraining_data.write_instance_to_example_files(
+      lambda: records.write_instance_to_example_files(
           instances, tokenizer, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
           [output_file]))
   return count, sum(stages.values()), stages

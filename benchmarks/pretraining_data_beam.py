@@ -119,7 +119,7 @@ def records(paths):
   """Multiset of the parsed records in the files."""
   import tensorflow as tf
 
-  from bert_tf import example_codec
+  from bert_tf.data import example_codec
   return collections.Counter(
       tuple(sorted((k, tuple(v)) for k, v in example_codec.parse_example(r.numpy()).items()))
       for r in tf.data.TFRecordDataset(paths))

@@ -6,7 +6,7 @@
         [--mediapipe_python=/path/to/mediapipe-venv/bin/python]
 
 Exports one single-sentence classifier padded to max_seq_length (float32, as the original)
-and cut to each request's length at each of --precisions (bert_tf.precision.for_inference),
+and cut to each request's length at each of --precisions (bert_tf.utils.precision.for_inference),
 loads each in a fresh process that imports only tensorflow and tensorflow_text
 (TF_ENABLE_ONEDNN_OPTS=1, as the README recommends for serving), and measures: one short
 request (p50/p99), one long request (p50/p99) and the throughput of batches of 32 real
@@ -16,7 +16,7 @@ in a fresh process too (benchmarks/peers.py says what their precisions are):
   * --hf_python: Hugging Face transformers on PyTorch;
   * --ort_python: the same transformers model exported with torch.onnx, run by ONNX Runtime
     (float32 and dynamic int8).
-The float32 export is also converted to LiteRT (bert_tf.litert_export, float32 and int8:
+The float32 export is also converted to LiteRT (bert_tf.export.litert, float32 and int8:
 dynamic-range, int8 weights) and timed with ai_edge_litert from raw text (bert_tf's Python
 FullTokenizer in the timed call; one request per call, so 32 sentences are 32 calls), with
 LiteRT's default single thread and with the peers' threads. With --mediapipe_python the same
@@ -80,9 +80,10 @@ def workload():
 def make_exports(folder, precisions):
   """The same classifier exported padded (float32) and cut to length at each precision;
   returns ({row name: path}, config)."""
-  from bert_tf import checkpoints, precision
+  from bert_tf import checkpoints
   from bert_tf.tasks import glue
   from bert_tf.tasks.glue.export import export_classifier
+  from bert_tf.utils import precision
   config = common.comparison_config()
   common.check_hf_model_shape(config)
   model = glue.ClassifierModel(config, num_labels=2, dynamic_length=False)
@@ -173,7 +174,7 @@ def litert_files(folder, export_dir):
   """The float32 export as LiteRT float32 and int8 files (any length, one request per call)
   and, with --mediapipe_python, with MediaPipe's metadata (length max_seq_length):
   ({row precision: path}, {row precision: path}), the second empty without the flag."""
-  from bert_tf import litert_export
+  from bert_tf.export import litert as litert_export
   litert, mediapipe = {}, {}
   for p, quantize in (("float32", "none"), ("int8", "int8")):
     litert[p] = os.path.join(folder, "litert_%s.tflite" % p)
@@ -208,7 +209,7 @@ def litert_results(folder, work_file, export_dir, report):
         FLAGS.mediapipe_python, "mediapipe_tasks", "classify",
         {"workload_file": work_file, "path": path},
         failure="MediaPipe %s (--mediapipe_python) failed" % p)
-  report.note("litert: %s; the float32 export converted by bert_tf.litert_export (int8: "
+  report.note("litert: %s; the float32 export converted by bert_tf.export.litert (int8: "
               "LiteRT's dynamic-range quantization), batch 1 at each request's length: a batch "
               "of 32 is 32 calls; raw text in through bert_tf's Python FullTokenizer in the "
               "timed call; %d threads, '1-thread' rows LiteRT's default" %

@@ -3,7 +3,7 @@
     python -m benchmarks.text_embedder --model_dir=/path/to/all-MiniLM-L6-v2 \
         [--st_python=/path/to/venv/bin/python] [--requests=200] [--batches=30]
 
-Exports the sentence-transformers folder with bert_tf.text_embedder (as
+Exports the sentence-transformers folder with bert_tf.inference.text_embedder (as
 export_text_embedder.py does), then times, each in a fresh process on the same
 texts (real sentences from data/pretraining_corpus.txt, or --texts_file):
   * bert_tf: the SavedModel loaded by a process that imports only tensorflow and
@@ -56,7 +56,7 @@ def measure(python, side, command, arguments):
 
 
 def main(_):
-  from bert_tf import text_embedder
+  from bert_tf.inference import text_embedder
   if not FLAGS.model_dir:
     sys.exit("--model_dir (a sentence-transformers folder) is required.")
   if FLAGS.st_python:

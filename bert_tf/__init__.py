@@ -47,3 +47,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 __version__ = "0.1.0"
+
+from bert_tf.utils import moved_modules  # noqa: E402  (after the environment defaults)
+
+moved_modules.install()

@@ -15,8 +15,8 @@ import copy
 import dataclasses
 import json
 
-from bert_tf import user_files
 from bert_tf.errors import UserInputError
+from bert_tf.utils import user_files
 
 # Activations the original `modeling.get_activation` understands (case-insensitive);
 # "" and "linear" mean no activation. "gelu" is the original's tanh approximation;

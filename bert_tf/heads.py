@@ -1,7 +1,7 @@
 """Task heads on top of BertModel, and their losses exactly as the original computes them.
 
 Each head creates the same variables (shapes, initializers) as the original code,
-and declares its `checkpoint_kind`, whose row in bert_tf/names.py gives their
+and declares its `checkpoint_kind`, whose row in bert_tf/checkpoints/names.py gives their
 Google and Hugging Face names:
 
   kind        head                 Google names
@@ -25,7 +25,8 @@ original's one-hot products, so an out-of-range label contributes 0 as it did th
 import keras
 from keras import ops
 
-from bert_tf import layers, names
+from bert_tf import layers
+from bert_tf.checkpoints import names
 from bert_tf.config import BertConfig
 
 
@@ -35,7 +36,7 @@ class Head(layers.ConfiguredLayer):
   checkpoint_kind = None
 
   def checkpoint_variables(self):
-    """Google name -> variable (bert_tf/names.py's rows for this kind)."""
+    """Google name -> variable (bert_tf/checkpoints/names.py's rows for this kind)."""
     return names.variables_of(self, names.head_names(self.checkpoint_kind))
 
 

@@ -17,7 +17,8 @@ survives `model.save("x.keras")` / `keras.saving.load_model`.
 import keras
 from keras import ops
 
-from bert_tf import layers, names
+from bert_tf import layers
+from bert_tf.checkpoints import names
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 
@@ -135,7 +136,7 @@ class BertModel(keras.Model):
     return cls(**config)
 
   def checkpoint_variables(self):
-    """Google name -> variable for every weight (bert_tf/names.py's encoder rows)."""
+    """Google name -> variable for every weight (bert_tf/checkpoints/names.py's encoder rows)."""
     return names.variables_of(self, names.encoder(self.config.num_hidden_layers))
 
   def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None,

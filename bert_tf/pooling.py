@@ -3,7 +3,7 @@
 Computed as sentence-transformers' Pooling and Normalize modules compute it, so a
 sentence-transformers model run by bert_tf gives its embeddings: only real tokens
 count (the mask), inputs are right-padded, and several modes are concatenated in
-the order given (bert_tf.sentence_models.POOLING_MODES):
+the order given (bert_tf.checkpoints.sentence_models.POOLING_MODES):
 
   cls                   the first token's vector ([CLS])
   max                   per component, the largest over real tokens (padding is -inf)
@@ -19,7 +19,7 @@ import keras
 from keras import ops
 
 from bert_tf import layers
-from bert_tf.sentence_models import POOLING_MODES
+from bert_tf.checkpoints.sentence_models import POOLING_MODES
 
 
 def _pool(mode, hidden, mask):

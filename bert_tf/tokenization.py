@@ -26,8 +26,8 @@ import collections
 import re
 import unicodedata
 
-from bert_tf import user_files
 from bert_tf.errors import UserInputError
+from bert_tf.utils import user_files
 
 # Checkpoint folders of Google's releases whose casing is known.
 _LOWER_CASED_MODELS = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",

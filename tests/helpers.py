@@ -20,7 +20,7 @@ TINY_CKPT = str(TINY_DIR / "bert_model.ckpt")
 TINY_CONFIG = str(TINY_DIR / "bert_config.json")
 VOCAB_UNCASED = str(FIXTURES / "vocab_uncased.txt")
 
-# Largest |difference| from float32 allowed to the inference precisions (bert_tf.precision) on
+# Largest |difference| from float32 allowed to the inference precisions (bert_tf.utils.precision) on
 # real sentences, for the tiny model (hidden 32): bfloat16 keeps 8 bits of mantissa in every
 # matmul, int8 quantizes the Dense weights per column and their inputs per token. The sequence
 # output, which LayerNorm keeps near unit scale, moves more than the classifier logits; each

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from bert_tf import beam_inference
 from bert_tf.errors import UserInputError
+from bert_tf.inference import beam_inference
 from helpers import TINY_CKPT, VOCAB_UNCASED, ScriptSession, assert_float32_close, tiny_config
 
 SEQ = 16
@@ -120,7 +120,7 @@ def with_weights(model):
 def exports(tmp_path_factory):
   """Tiny exports: a pair classifier, a windows classifier, a multi-label classifier, NER,
   SQuAD, SWAG, a text embedder."""
-  from bert_tf import text_embedder
+  from bert_tf.inference import text_embedder
   from bert_tf.tasks.glue.export import export_classifier
   from bert_tf.tasks.glue.model import ClassifierModel
   from bert_tf.tasks.glue.windows import WindowOptions

@@ -7,10 +7,10 @@ import logging as std_logging
 import numpy as np
 import pytest
 
-from bert_tf import checkpoint_keeper
-from bert_tf.checkpoint_keeper import BestCheckpoint, CheckpointKeeper
 from bert_tf.errors import UserInputError
-from bert_tf.runner_flags import RunOptions
+from bert_tf.runner.shared_flags import RunOptions
+from bert_tf.training import checkpoint_keeper
+from bert_tf.training.checkpoint_keeper import BestCheckpoint, CheckpointKeeper
 from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 
 

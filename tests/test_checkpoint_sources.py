@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, heads, names
-from bert_tf.checkpoint_keeper import CheckpointKeeper
+from bert_tf import checkpoints, heads
+from bert_tf.checkpoints import names
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
+from bert_tf.training.checkpoint_keeper import CheckpointKeeper
 from helpers import TINY_CKPT, TINY_DIR, damaged_copy, tiny_config
 from test_hf_checkpoints import HF_CONFIG, make_hf_state, write_hf_folder
 
@@ -203,7 +204,7 @@ def test_token_classifier_converts_both_ways_as_bert_for_token_classification(tm
   """HF names the token and the sequence classifier alike; the file's class tells them apart."""
   import safetensors.numpy
 
-  from bert_tf import conversion
+  from bert_tf.checkpoints import conversion
   state = make_hf_state(heads_=("classifier",), num_labels=5)
   folder = write_hf_folder(tmp_path / "hf", state,
                            dict(HF_CONFIG, architectures=["BertForTokenClassification"]))

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import example_codec, input_pipeline, packing, tokenization
-from bert_tf.run_lock import LOCK_NAME
+from bert_tf import tokenization
+from bert_tf.data import example_codec, input_pipeline, packing
+from bert_tf.runner.run_lock import LOCK_NAME
 from bert_tf.tasks import glue
 from bert_tf.tasks.glue import export as glue_export
 from bert_tf.tasks.glue import model as glue_model

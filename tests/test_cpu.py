@@ -1,6 +1,6 @@
 """CPU features read from /proc/cpuinfo decide the bfloat16 advice."""
 
-from bert_tf import cpu
+from bert_tf.utils import cpu
 
 AMD = """processor\t: 0
 model name\t: AMD EPYC

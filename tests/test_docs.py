@@ -200,7 +200,7 @@ def workspace(tmp_path_factory):
     shutil.copytree(TINY_DIR, release)
     shutil.copy(VOCAB_UNCASED, release / "vocab.txt")
     paths[cased + "release"] = str(release)
-  from bert_tf import conversion
+  from bert_tf.checkpoints import conversion
   paths["hf_dir"] = str(root / "hf_bert")
   conversion.convert_to_hf(os.path.join(paths["release"], "bert_model.ckpt"), paths["hf_dir"])
   from test_text_embedder import write_st_folder

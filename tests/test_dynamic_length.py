@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, input_pipeline, optimization, training
+from bert_tf import checkpoints, optimization, training
 from bert_tf.config import BertConfig
+from bert_tf.data import input_pipeline
 from bert_tf.modeling import longest_length, trim_to_longest
 from bert_tf.tasks import glue, pretraining, squad, swag
 from helpers import FIXTURES, ROOT, TINY_CKPT, VOCAB_UNCASED, tiny_config

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, export, packing, tokenization
+from bert_tf import checkpoints, export, tokenization
+from bert_tf.data import packing
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
 from bert_tf.tasks.glue.export import export_classifier

@@ -12,8 +12,11 @@ import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import checkpoints, export, packing, text_packing, tfhub_export, tokenization
+from bert_tf import checkpoints, export, tokenization
+from bert_tf.data import packing
 from bert_tf.errors import UserInputError
+from bert_tf.export import tfhub
+from bert_tf.text import packing as text_packing
 from helpers import (
   PRECISION_TOLERANCE,
   ROOT,
@@ -164,7 +167,7 @@ def test_mlm_logits_are_the_heads_logits(fresh, reference):
   logits = np.array(fresh["mlm"]["mlm_logits"])
   assert logits.shape == log_probs.shape == (len(TEXTS), 3, 30522)
   np.testing.assert_allclose(tf.nn.log_softmax(logits, axis=-1), log_probs, atol=1e-5)
-  np.testing.assert_allclose(logits, tfhub_export.mlm_logits(reference["mlm"], sequence_output,
+  np.testing.assert_allclose(logits, tfhub.mlm_logits(reference["mlm"], sequence_output,
                                                              positions), atol=1e-5)
   assert np.abs(tf.reduce_logsumexp(logits, axis=-1)).min() > 1  # Logits, not log-probs.
   np.testing.assert_allclose(fresh["mlm"]["pooled_output"],
@@ -319,7 +322,7 @@ def test_strip_accents_false_preprocessor_keeps_hangul(tmp_path):
            "cafe", "."]
   path = tmp_path / "vocab.txt"
   path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
-  out = tfhub_export.export_preprocessor(tmp_path / "pre", path, do_lower_case=True,
+  out = tfhub.export_preprocessor(tmp_path / "pre", path, do_lower_case=True,
                                          strip_accents=False, seq_length=8)
   loaded = tf.saved_model.load(out)
   texts = ["한국어 안녕하세요.", "CAFÉ"]
@@ -353,7 +356,7 @@ def test_checks_before_writing(tmp_path):
                 encoder_export_dir=str(tmp_path / "enc"),
                 preprocessor_export_dir=str(tmp_path / "pre"), seq_length=SEQ)
     args.update(overrides)
-    return tfhub_export.export_from_checkpoint(**args)
+    return tfhub.export_from_checkpoint(**args)
 
   with pytest.raises(UserInputError, match="same folder"):
     run(preprocessor_export_dir=str(tmp_path / "enc"))
@@ -391,7 +394,7 @@ def test_int8_encoder_export_stays_close_to_float32(exports, tmp_path):
   import tensorflow_text  # noqa: F401  (the preprocessor's ops)
 
   from bert_tf import export
-  encoder_dir, _ = tfhub_export.export_from_checkpoint(
+  encoder_dir, _ = tfhub.export_from_checkpoint(
       TINY_CONFIG, VOCAB_UNCASED, str(TINY_DIR / "bert_model.ckpt"), True,
       str(tmp_path / "enc"), str(tmp_path / "pre"), seq_length=SEQ, with_mlm=True,
       inference_precision="int8")

@@ -6,8 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints, feature_extraction, packing, tokenization
+from bert_tf import checkpoints, tokenization
+from bert_tf.data import packing
 from bert_tf.errors import UserInputError
+from bert_tf.inference import feature_extraction
 from bert_tf.modeling import BertModel
 from helpers import (
   JSONL_ROUNDING,

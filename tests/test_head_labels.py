@@ -7,7 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints, conversion, head_labels, hf_checkpoints, run_folder
+from bert_tf import checkpoints
+from bert_tf.checkpoints import conversion, head_labels, hf_files, run_folder
 from bert_tf.errors import UserInputError
 from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
 
@@ -113,7 +114,7 @@ def test_hf_config_says_regression_for_a_regression_head(tmp_path):
 
 
 def test_problem_type_without_a_record_and_for_other_heads():
-  decide = hf_checkpoints.problem_type
+  decide = hf_files.problem_type
   # Nothing recorded: one output can only be run_classifier's regression head; a wider head is
   # left to transformers' default (softmax).
   assert decide("BertForSequenceClassification", 1, {}) == "regression"

@@ -2,7 +2,8 @@
 
 The HF side is written here by hand (key names and [out, in] orientation as
 transformers' modeling_bert.py saves them) and computed by an independent numpy
-forward pass, so neither depends on bert_tf/names.py's table or bert_tf/hf_state.py.
+forward pass, so neither depends on bert_tf/checkpoints/names.py's table or
+bert_tf/checkpoints/hf_state.py.
 """
 
 import json
@@ -15,7 +16,8 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from bert_tf import checkpoints, conversion, heads, hf_checkpoints
+from bert_tf import checkpoints, heads
+from bert_tf.checkpoints import conversion, hf_files
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
@@ -184,7 +186,7 @@ def _read_google(prefix):
 
 def test_hf_names_map_to_googles_names_and_orientation(tmp_path):
   state = make_hf_state()
-  hf = hf_checkpoints.read_hf_folder(write_hf_folder(tmp_path / "hf", state))
+  hf = hf_files.read_hf_folder(write_hf_folder(tmp_path / "hf", state))
   assert len(hf.variables) == 46 and hf.heads == ["mlm", "nsp"]
   assert hf.config.hidden_act == "gelu_exact" and hf.config.type_vocab_size == 2
   v = hf.variables
@@ -270,8 +272,8 @@ def test_older_hf_files_read_the_same(tmp_path):
   old["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"]
   old["cls.predictions.decoder.bias"] = state["cls.predictions.bias"]
   old["bert.embeddings.position_ids"] = np.arange(40, dtype=np.int64)[None]
-  new = hf_checkpoints.read_hf_folder(write_hf_folder(tmp_path / "new", state)).variables
-  got = hf_checkpoints.read_hf_folder(write_hf_folder(tmp_path / "old", old)).variables
+  new = hf_files.read_hf_folder(write_hf_folder(tmp_path / "new", state)).variables
+  got = hf_files.read_hf_folder(write_hf_folder(tmp_path / "old", old)).variables
   assert list(got) == list(new)
   for name in new:
     np.testing.assert_array_equal(got[name], new[name], err_msg=name)
@@ -282,7 +284,7 @@ def test_bfloat16_and_float16_weights_are_widened_exactly(tmp_path):
   word = "embeddings.word_embeddings.weight"
   half = dict(state, **{word: state[word].astype(np.float16)})
   folder = write_hf_folder(tmp_path / "f16", half, dict(HF_CONFIG, architectures=["BertModel"]))
-  got = hf_checkpoints.read_hf_folder(folder).variables["bert/embeddings/word_embeddings"]
+  got = hf_files.read_hf_folder(folder).variables["bert/embeddings/word_embeddings"]
   assert got.dtype == np.float32
   np.testing.assert_array_equal(got, state[word].astype(np.float16).astype(np.float32))
   # bfloat16 (numpy has no such type): a hand-written file of two values.
@@ -290,7 +292,7 @@ def test_bfloat16_and_float16_weights_are_widened_exactly(tmp_path):
   header += b" " * (-len(header) % 8)
   path = tmp_path / "bf16.safetensors"
   path.write_bytes(struct.pack("<Q", len(header)) + header + b"\x80\x3f\x20\xc0")
-  np.testing.assert_array_equal(hf_checkpoints.load_safetensors(str(path))["x"], [1.0, -2.5])
+  np.testing.assert_array_equal(hf_files.load_safetensors(str(path))["x"], [1.0, -2.5])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,7 +457,7 @@ def test_pytorch_only_folder_says_how_to_fix(tmp_path):
   folder = _broken(tmp_path, files=["model.safetensors"])
   open(os.path.join(folder, "pytorch_model.bin"), "wb").close()
   with pytest.raises(UserInputError, match="pytorch_model.bin.*safe_serialization=True"):
-    hf_checkpoints.read_hf_folder(folder)
+    hf_files.read_hf_folder(folder)
 
 
 def test_bad_google_inputs_are_clear_errors(release_dir, tmp_path):

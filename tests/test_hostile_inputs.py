@@ -10,10 +10,12 @@ import sys
 import pytest
 import tensorflow as tf
 
-from bert_tf import checks, example_codec, run_folder, sentence_models, user_files
+from bert_tf.checkpoints import checks, run_folder, sentence_models
 from bert_tf.config import BertConfig
+from bert_tf.data import example_codec
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
+from bert_tf.utils import user_files
 from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
 
 MRPC = FIXTURES / "classifier_data" / "MRPC" / "train.tsv"

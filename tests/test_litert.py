@@ -12,8 +12,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints, export, litert_export
+from bert_tf import checkpoints, export
 from bert_tf.errors import UserInputError
+from bert_tf.export import litert
 from helpers import TINY_CKPT, VOCAB_UNCASED, run_script, run_script_cases, tiny_config
 
 LABELS = ["contradiction", "entailment", "neutral"]
@@ -46,7 +47,7 @@ def close(got, want, tolerance):
 
 
 def run_tflite(path, inputs):
-  runner = litert_export.interpreter(path).get_signature_runner()
+  runner = litert.interpreter(path).get_signature_runner()
   return runner(**inputs)
 
 
@@ -109,7 +110,7 @@ def with_weights(model):
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
   """A tiny export of each kind: classifier, SQuAD, SWAG, NER, text embedder."""
-  from bert_tf import text_embedder
+  from bert_tf.inference import text_embedder
   from bert_tf.tasks.glue.export import export_classifier
   from bert_tf.tasks.glue.model import ClassifierModel
   from bert_tf.tasks.ner.export import export_ner
@@ -164,7 +165,7 @@ def check_ids_outside_the_tables(export_dir, tflite, inputs):
   .tflite answers NaN (LiteRT has no Assert op), never another token's numbers."""
   import tensorflow as tf
   serve = serve_ids(export_dir)
-  tflite = litert_export.interpreter(tflite).get_signature_runner()
+  tflite = litert.interpreter(tflite).get_signature_runner()
   for name, position, value in (("input_word_ids", 3, -1), ("input_word_ids", 3, 30522),
                                 ("input_word_ids", 3, 10 ** 9), ("input_type_ids", 2, 2),
                                 ("input_type_ids", 2, -1)):
@@ -182,24 +183,24 @@ def test_export_litert_matches_the_savedmodel(exports, kind, tmp_path):
   shape = (4, SEQ) if kind == "swag" else (1, SEQ)  # SWAG: one row per choice
   inputs = ids_batch(shape, seed=3)
   want = savedmodel_ids(exports[kind], inputs)
-  float32 = litert_export.convert(exports[kind], tmp_path / "f32.tflite")
+  float32 = litert.convert(exports[kind], tmp_path / "f32.tflite")
   assert float32.max_difference <= 1e-5  # absolute: SQuAD logits are a few units
   got = run_tflite(float32.output_file, inputs)
   assert sorted(got) == sorted(want)
   for name, value in want.items():
     close(got[name], value, 1e-6)
-  record, made = (litert_export.read_tflite_metadata(float32.output_file),
+  record, made = (litert.read_tflite_metadata(float32.output_file),
                   export.read_metadata(exports[kind]))
   assert record["task"] == made["task"] and record.get("labels") == made.get("labels")
   assert "signatures" not in record and record["litert"]["seq_length"] is None
   check_ids_outside_the_tables(exports[kind], float32.output_file, inputs)
-  int8 = litert_export.convert(exports[kind], tmp_path / "int8.tflite", quantize="int8")
+  int8 = litert.convert(exports[kind], tmp_path / "int8.tflite", quantize="int8")
   assert int8.size_bytes < 0.6 * float32.size_bytes  # int8 weights
   got8 = run_tflite(int8.output_file, inputs)
   for name, value in want.items():
     close(got8[name], value, INT8_TOLERANCE)
   if kind in ("classifier", "embedder"):  # MediaPipe's fixed length: same numbers
-    fixed = litert_export.convert(exports[kind], tmp_path / "fixed.tflite", seq_length=SEQ)
+    fixed = litert.convert(exports[kind], tmp_path / "fixed.tflite", seq_length=SEQ)
     assert fixed.inputs["input_word_ids"] == [1, SEQ]
     assert float32.inputs["input_word_ids"] == [1, -1]
     for name, value in want.items():
@@ -228,7 +229,8 @@ def multi_label_export(tmp_path_factory):
 
 def packed_ids(texts, seq_length):
   """Each text's ids as bert_tf's tokenizer packs them, one request of one row a text."""
-  from bert_tf import packing, tokenization
+  from bert_tf import tokenization
+  from bert_tf.data import packing
   tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=True)
   for text in texts:
     packed = packing.pack_tokens(tokenizer.tokenize(text), None, seq_length, tokenizer)
@@ -249,14 +251,14 @@ def test_export_litert_of_a_multi_label_export_answers_probabilities_and_names(
       text_a=tf.constant(TEXTS))
   want = served["probabilities"].numpy()
   want_names = [[n.decode() for n in row if n] for row in served["labels"].numpy()]
-  conversion = litert_export.convert(multi_label_export, tmp_path / "multi.tflite",
+  conversion = litert.convert(multi_label_export, tmp_path / "multi.tflite",
                                      seq_length=MULTI_SEQ)
   assert conversion.outputs == ["probabilities"] and conversion.max_difference <= 1e-5
-  runner = litert_export.interpreter(conversion.output_file).get_signature_runner()
+  runner = litert.interpreter(conversion.output_file).get_signature_runner()
   got = np.concatenate([runner(**ids)["probabilities"] for ids in packed_ids(TEXTS, MULTI_SEQ)])
   close(got, want, 1e-6)
   assert not np.allclose(got.sum(-1), 1.0)  # sigmoids, not a softmax
-  record = litert_export.read_tflite_metadata(conversion.output_file)
+  record = litert.read_tflite_metadata(conversion.output_file)
   assert record["task"] == "multi_label" and record["labels"] == MULTI_LABELS
   assert record["threshold"] == MULTI_THRESHOLD and "sigmoid" in record["outputs"][
       "probabilities"]
@@ -276,24 +278,24 @@ def test_mediapipe_metadata_of_each_problem_type():
   multi = {"task": "multi_label", "labels": MULTI_LABELS, "threshold": 0.4,
            "do_lower_case": True}
   for metadata in (single, multi):
-    assert litert_export.check_mediapipe(metadata) == "classifier"
-    assert litert_export.mediapipe_labels_file(metadata).split("\n") == metadata["labels"] + [""]
-  assert litert_export.check_mediapipe({"task": "text_embedder"}) == "embedder"
-  assert litert_export.mediapipe_score_threshold(single) is None  # every label's probability
-  threshold = litert_export.mediapipe_score_threshold(multi)
+    assert litert.check_mediapipe(metadata) == "classifier"
+    assert litert.mediapipe_labels_file(metadata).split("\n") == metadata["labels"] + [""]
+  assert litert.check_mediapipe({"task": "text_embedder"}) == "embedder"
+  assert litert.mediapipe_score_threshold(single) is None  # every label's probability
+  threshold = litert.mediapipe_score_threshold(multi)
   # MediaPipe keeps a score s when s >= threshold; the export predicts s > float32(0.4).
   scores = np.float32([0.4, np.nextafter(np.float32(0.4), np.float32(1)), 0.39999, 0.41, 1.0])
   np.testing.assert_array_equal(scores >= np.float32(threshold), scores > np.float32(0.4))
   assert np.float32(threshold) == threshold  # a float32 value: the metadata stores float32
   with pytest.raises(UserInputError, match=r"^A regression export answers a score, not a "
                      r"class: .* read `predictions` from the .tflite"):
-    litert_export.check_mediapipe({"task": "regression", "labels": None})
+    litert.check_mediapipe({"task": "regression", "labels": None})
   for bad in ("two\nlines", "cr\r", ""):
     with pytest.raises(UserInputError, match=r"cannot be a line of MediaPipe's labels file .* "
                        r"read the names from the .tflite's bert_tf_export metadata"):
-      litert_export.check_mediapipe(dict(multi, labels=["ok", bad]))
+      litert.check_mediapipe(dict(multi, labels=["ok", bad]))
   with pytest.raises(UserInputError, match=r"takes one text; this export classifies text pairs"):
-    litert_export.check_mediapipe(dict(multi, text_pair=True))
+    litert.check_mediapipe(dict(multi, text_pair=True))
 
 
 def test_litert_outputs_are_the_savedmodels_answers():
@@ -301,22 +303,22 @@ def test_litert_outputs_are_the_savedmodels_answers():
   a regression's score alone (its logits are the same number); the others as they are."""
   import tensorflow as tf
   logits = tf.constant([[2.0, -1.0, 0.0]])
-  np.testing.assert_allclose(litert_export._outputs("classification")({"logits": logits})[
+  np.testing.assert_allclose(litert._outputs("classification")({"logits": logits})[
       "probabilities"], [np.exp([2, -1, 0]) / np.exp([2, -1, 0]).sum()], rtol=1e-6)
-  np.testing.assert_allclose(litert_export._outputs("multi_label")({"logits": logits})[
+  np.testing.assert_allclose(litert._outputs("multi_label")({"logits": logits})[
       "probabilities"], [1 / (1 + np.exp([-2, 1, 0]))], rtol=1e-6)
   score = {"logits": tf.constant([[0.7]]), "predictions": tf.constant([0.7])}
-  assert list(litert_export._outputs("regression")(score)) == ["predictions"]
-  assert sorted(litert_export._outputs("squad")({"start_logits": logits, "end_logits": logits})
+  assert list(litert._outputs("regression")(score)) == ["predictions"]
+  assert sorted(litert._outputs("squad")({"start_logits": logits, "end_logits": logits})
                 ) == ["end_logits", "start_logits"]
 
 
 def test_read_tflite_metadata_refuses_what_is_no_litert_model(tmp_path):
   (tmp_path / "x.tflite").write_bytes(b"not a model at all")
   with pytest.raises(UserInputError, match=r"x.tflite is not a LiteRT model \(.tflite\)\.$"):
-    litert_export.read_tflite_metadata(tmp_path / "x.tflite")
+    litert.read_tflite_metadata(tmp_path / "x.tflite")
   with pytest.raises(UserInputError, match=r"LiteRT model .*nope.tflite does not exist"):
-    litert_export.read_tflite_metadata(tmp_path / "nope.tflite")
+    litert.read_tflite_metadata(tmp_path / "nope.tflite")
 
 
 def fake_export(folder, parts=("saved_model.pb", "variables/variables.index"), **metadata):
@@ -337,59 +339,59 @@ def fake_export(folder, parts=("saved_model.pb", "variables/variables.index"), *
 
 def test_export_litert_refuses_exports_it_cannot_read(tmp_path):
   with pytest.raises(UserInputError, match=r"does not exist"):
-    litert_export.read_export(tmp_path / "nope")
+    litert.read_export(tmp_path / "nope")
   (tmp_path / "file").write_text("x")
   with pytest.raises(UserInputError, match=r"=.*file is a file, not a folder"):
-    litert_export.read_export(tmp_path / "file")
+    litert.read_export(tmp_path / "file")
   (tmp_path / "plain").mkdir()
   with pytest.raises(UserInputError, match=r"is not a bert_tf export \(no assets.extra/"):
-    litert_export.read_export(tmp_path / "plain")
+    litert.read_export(tmp_path / "plain")
   fake_export(tmp_path / "old", signatures={"serving_default": {}})
   with pytest.raises(UserInputError, match=r"has no serve_ids signature .* export it again"):
-    litert_export.read_export(tmp_path / "old")
+    litert.read_export(tmp_path / "old")
   fake_export(tmp_path / "novars", parts=("saved_model.pb",))
   with pytest.raises(UserInputError, match=r"incomplete \(no variables/variables.index\)"):
-    litert_export.read_export(tmp_path / "novars")
+    litert.read_export(tmp_path / "novars")
   damaged = fake_export(tmp_path / "damaged")
   (tmp_path / "damaged" / export.METADATA_DIR / export.METADATA_FILE).write_text('{"task": ')
   with pytest.raises(UserInputError, match=r"bert_tf_export.json of the export .* cannot be "
                      r"read \(Expecting value"):
-    litert_export.read_export(damaged)
+    litert.read_export(damaged)
   for task, says in (("tfhub_encoder", r"TF Hub encoder export .* Keras' exporter"),
                      ("tfhub_preprocessor", r"TF Hub preprocessor export .* no model")):
     with pytest.raises(UserInputError, match=says):
-      litert_export.read_export(fake_export(tmp_path / task, task=task, signatures={}))
+      litert.read_export(fake_export(tmp_path / task, task=task, signatures={}))
   with pytest.raises(UserInputError, match=r"--quantize=int4 is not one of none, int8"):
-    litert_export.convert(tmp_path / "old", tmp_path / "x.tflite", quantize="int4")
+    litert.convert(tmp_path / "old", tmp_path / "x.tflite", quantize="int4")
 
 
 def test_export_litert_refuses_exports_whose_tflite_would_differ(tmp_path):
   for computes in ("int8", "bfloat16"):
     with pytest.raises(UserInputError, match=r"computes in %s; export_litert.py converts "
                        r"float32 exports only: .* --quantize=int8" % computes):
-      litert_export.check_export({"inference_precision": computes}, "E")
+      litert.check_export({"inference_precision": computes}, "E")
   windows = {"long_document": "windows", "doc_stride": 64, "max_seq_length": 128}
   with pytest.raises(UserInputError, match=r"by windows \(doc_stride=64\); .* first 128 tokens "
                      r"only: pass --first_window_only"):
-    litert_export.check_export(windows, "E")
-  litert_export.check_export(windows, "E", first_window_only=True)  # accepted when asked
-  litert_export.check_export({"inference_precision": "float32"}, "E")
+    litert.check_export(windows, "E")
+  litert.check_export(windows, "E", first_window_only=True)  # accepted when asked
+  litert.check_export({"inference_precision": "float32"}, "E")
 
 
 def test_export_litert_checks_the_output_file_before_converting(tmp_path):
   export_dir = fake_export(tmp_path / "export")
   with pytest.raises(UserInputError, match=r"--output_file=.* is a folder; pass a file path"):
-    litert_export.check_output_file(tmp_path, export_dir)
+    litert.check_output_file(tmp_path, export_dir)
   with pytest.raises(UserInputError, match=r"Folder .*missing \(for --output_file\) does not "
                      r"exist"):
-    litert_export.check_output_file(tmp_path / "missing" / "x.tflite", export_dir)
+    litert.check_output_file(tmp_path / "missing" / "x.tflite", export_dir)
   (tmp_path / "file").write_text("x")
   with pytest.raises(UserInputError, match=r"cannot be written: .*file is a file, not a folder"):
-    litert_export.check_output_file(tmp_path / "file" / "x.tflite", export_dir)
+    litert.check_output_file(tmp_path / "file" / "x.tflite", export_dir)
   for inside in ("saved_model.pb", "variables/x.tflite", "assets.extra/../new.tflite"):
     with pytest.raises(UserInputError, match=r"is inside the export it converts"):
-      litert_export.check_output_file(os.path.join(export_dir, inside), export_dir)
-  litert_export.check_output_file(tmp_path / "export.tflite", export_dir)  # beside it: fine
+      litert.check_output_file(os.path.join(export_dir, inside), export_dir)
+  litert.check_output_file(tmp_path / "export.tflite", export_dir)  # beside it: fine
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
@@ -398,18 +400,18 @@ def test_export_litert_refuses_an_unwritable_output_folder(tmp_path):
   (tmp_path / "locked").mkdir(mode=0o555)
   with pytest.raises(UserInputError, match=r"cannot be written: folder .*locked is not "
                      r"writable"):
-    litert_export.check_output_file(tmp_path / "locked" / "x.tflite", export_dir)
+    litert.check_output_file(tmp_path / "locked" / "x.tflite", export_dir)
 
 
 def test_export_litert_writes_the_output_whole_or_not_at_all(tmp_path):
   out = tmp_path / "model.tflite"
   out.write_bytes(b"old")
-  litert_export.write_file(b"new", out)
+  litert.write_file(b"new", out)
   assert out.read_bytes() == b"new" and os.listdir(tmp_path) == ["model.tflite"]
   (tmp_path / "folder").mkdir()
   with pytest.raises(UserInputError, match=r"--output_file=.*folder cannot be written: Is a "
                      r"directory"):
-    litert_export.write_file(b"new", tmp_path / "folder")
+    litert.write_file(b"new", tmp_path / "folder")
   assert sorted(os.listdir(tmp_path)) == ["folder", "model.tflite"]  # no temporary file left
 
 
@@ -417,27 +419,27 @@ def test_export_litert_takes_only_the_exports_vocab(tmp_path):
   export_dir = fake_export(tmp_path / "export")
   metadata = export.read_metadata(export_dir)
   with pytest.raises(UserInputError, match=r"keeps no vocab.txt .* pass --vocab_file"):
-    litert_export.export_vocab(export_dir, metadata)
+    litert.export_vocab(export_dir, metadata)
   vocab = open(VOCAB_UNCASED, encoding="utf-8").read()
-  assert litert_export.export_vocab(export_dir, metadata, VOCAB_UNCASED) == VOCAB_UNCASED
+  assert litert.export_vocab(export_dir, metadata, VOCAB_UNCASED) == VOCAB_UNCASED
   short = tmp_path / "short.txt"
   short.write_text("".join(vocab.splitlines(True)[:1000]))
   with pytest.raises(UserInputError, match=r"short.txt has 1000 entries, the export's vocab "
                      r"30522: pass the vocab the export was made with\.$"):
-    litert_export.export_vocab(export_dir, metadata, str(short))
+    litert.export_vocab(export_dir, metadata, str(short))
   (tmp_path / "export" / export.METADATA_DIR / export.VOCAB_FILE).write_text(vocab)
-  assert litert_export.export_vocab(export_dir, metadata).endswith("assets.extra/vocab.txt")
+  assert litert.export_vocab(export_dir, metadata).endswith("assets.extra/vocab.txt")
   swapped = tmp_path / "swapped.txt"
   lines = vocab.splitlines(True)
   lines[2000], lines[2001] = lines[2001], lines[2000]
   swapped.write_text("".join(lines))
   with pytest.raises(UserInputError, match=r"swapped.txt differs from the vocab the export was "
                      r"made with \(.*vocab.txt, from line 2001\)"):
-    litert_export.export_vocab(export_dir, metadata, str(swapped))
+    litert.export_vocab(export_dir, metadata, str(swapped))
   with pytest.raises(UserInputError, match=r"--vocab_file .*nope.txt does not exist"):
-    litert_export.export_vocab(export_dir, metadata, str(tmp_path / "nope.txt"))
+    litert.export_vocab(export_dir, metadata, str(tmp_path / "nope.txt"))
   with pytest.raises(UserInputError, match=r"--vocab_file .* is a folder, not a file"):
-    litert_export.export_vocab(export_dir, metadata, str(tmp_path))
+    litert.export_vocab(export_dir, metadata, str(tmp_path))
 
 
 def fake_python(folder, name, body, executable=True):
@@ -621,7 +623,7 @@ def test_mediapipe_serves_the_multi_label_classifier_from_raw_text(multi_label_e
   assert "names the 3 labels" in result.stdout
   with zipfile.ZipFile(out) as packed:
     assert packed.read("labels.txt").decode("utf-8").splitlines() == MULTI_LABELS
-  assert litert_export.read_tflite_metadata(out)["labels"] == MULTI_LABELS
+  assert litert.read_tflite_metadata(out)["labels"] == MULTI_LABELS
   served = tf.saved_model.load(multi_label_export).signatures["serving_default"](
       text_a=tf.constant(TEXTS))
   want_names = [sorted(n.decode() for n in row if n) for row in served["labels"].numpy()]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import UserInputError
-from bert_tf.run_lock import LOCK_NAME
+from bert_tf.runner.run_lock import LOCK_NAME
 from bert_tf.tasks.own_data import data, metrics, postprocess, weights
 from bert_tf.tasks.own_data.data import Columns
 from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
@@ -434,7 +434,7 @@ def test_each_problem_type_trains_predicts_names_and_exports_the_same_answers(
       [n for n, v in p["probabilities"].items() if v > 0.9] for p in lines]
 
   # Converted to Hugging Face, the head keeps its names and reads through sigmoids.
-  from bert_tf import conversion
+  from bert_tf.checkpoints import conversion
   conversion.convert_to_hf(str(tmp_path / "multi" / "model.ckpt-1"), str(tmp_path / "multi_hf"))
   hf_config = json.load(open(tmp_path / "multi_hf" / "config.json"))
   assert hf_config["id2label"] == {"0": "money", "1": "sport"}
@@ -676,8 +676,9 @@ def test_own_windows_single_label_records_pooling_and_weighted_loss(tmp_path):
   eval_loss is the class-weighted cross-entropy of those pooled logits, by hand."""
   import types
 
-  from bert_tf import example_codec, tokenization
+  from bert_tf import tokenization
   from bert_tf.config import BertConfig
+  from bert_tf.data import example_codec
   from bert_tf.runner import Run, RunOptions
   from bert_tf.tasks.own_data import model
   path = _write(tmp_path, "t.csv", "text,label\n%s,pos\nb c,neg\n" % LONG)
@@ -720,8 +721,9 @@ def test_own_windows_regression_pools_predictions(tmp_path):
   squared error of those."""
   import types
 
-  from bert_tf import example_codec, tokenization
+  from bert_tf import tokenization
   from bert_tf.config import BertConfig
+  from bert_tf.data import example_codec
   from bert_tf.runner import Run, RunOptions
   from bert_tf.tasks.own_data import model
   path = _write(tmp_path, "r.jsonl", '{"text": "%s", "label": 1.5}\n{"text": "a", "label": 0.5}'
@@ -791,7 +793,8 @@ def test_multi_label_windows_train_by_document_predict_and_export(tmp_path, scri
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
 
-  from bert_tf import example_codec, tokenization
+  from bert_tf import tokenization
+  from bert_tf.data import example_codec
   from bert_tf.tasks.own_data import features
   path = _write(tmp_path, "long.jsonl", LONG_MULTI)
   done = script_session("run_classifier.py")(*_common(

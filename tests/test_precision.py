@@ -1,4 +1,4 @@
-"""Inference precision (bert_tf.precision): float32 stays the faithful model itself; bfloat16
+"""Inference precision (bert_tf.utils.precision): float32 stays the faithful model itself; bfloat16
 and int8 agree with it on real text within stated tolerances, in memory and exported."""
 
 import pathlib
@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, export, precision
+from bert_tf import checkpoints, export
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
 from bert_tf.tasks import glue
 from bert_tf.tasks.glue.export import export_classifier
 from bert_tf.text import BertTextTokenizer
+from bert_tf.utils import precision
 from helpers import FIXTURES, PRECISION_TOLERANCE, ROOT, TINY_CKPT, VOCAB_UNCASED, tiny_config
 
 HEAD_CKPT = str(FIXTURES / "checkpoint" / "classifier_head_3labels" / "head.ckpt")

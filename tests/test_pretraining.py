@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import input_pipeline, optimization, training
+from bert_tf import optimization, training
 from bert_tf.config import BertConfig
+from bert_tf.data import input_pipeline
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import PretrainingTask
 from helpers import (

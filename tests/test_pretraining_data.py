@@ -8,15 +8,13 @@ import types
 import pytest
 import tensorflow as tf
 
-from bert_tf import (
-  cli,
-  example_codec,
-  pretraining_corpus,
-  pretraining_data,
-  pretraining_instances,
-  tokenization,
-)
+from bert_tf import tokenization
+from bert_tf.data import example_codec
 from bert_tf.errors import UserInputError
+from bert_tf.tasks.pretraining import corpus
+from bert_tf.tasks.pretraining import instances as pretraining_instances
+from bert_tf.tasks.pretraining import records as pretraining_data
+from bert_tf.utils import cli
 from helpers import FIXTURES, VOCAB_UNCASED, run_script
 
 DATA = FIXTURES / "pretraining_data"
@@ -347,14 +345,14 @@ def test_long_lines_give_the_original_algorithms_instances(tokenizer, max_seq_le
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_a_long_line_tokenized_in_pieces_equals_the_whole_line(do_lower_case, tmp_path,
                                                                monkeypatch):
-  monkeypatch.setattr(pretraining_corpus, "_PIECE_CHARS", 1000)  # pieces of 64K chars: same code
+  monkeypatch.setattr(corpus, "_PIECE_CHARS", 1000)  # pieces of 64K chars: same code
   tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=do_lower_case)
   text = " ".join(open(CORPUS, encoding="utf-8").read().split())
   parts = [text[:5000], "中文字符" * 1000,  # ideographs without spaces: cut before one
            "ひらがなカタカナ" * 500,  # no cut point for 4000 characters
            "\tCafé\u3000ﬁne\u200bzero  x\x1cy\x1dz Ünïcödé " * 100, text[-3000:]]
   line = "".join(parts)
-  pieces = list(pretraining_corpus._tokenize_in_pieces(tokenizer, line))
+  pieces = list(corpus._tokenize_in_pieces(tokenizer, line))
   assert len(pieces) > 12 and sum(chars for _, chars in pieces) == len(line)
   assert max(chars for _, chars in pieces) > 4000
   assert [t for tokens, _ in pieces for t in tokens] == tokenizer.tokenize(line)
@@ -379,21 +377,21 @@ def test_lines_far_longer_than_an_instance_are_warned_about(tokenizer, tmp_path,
   path = tmp_path / "corpus.txt"
   path.write_text("A sentence.\n%s\n\n%s\nEnd.\n" % (a_bit_long, long_line), encoding="utf-8")
   n = _tokens_of(tokenizer, long_line)
-  with caplog.at_level("WARNING", logger="bert_tf.pretraining_corpus"):
+  with caplog.at_level("WARNING", logger="bert_tf.tasks.pretraining.corpus"):
     pretraining_data.read_documents([str(path)], tokenizer, max_seq_length=64)
   assert [r.getMessage() for r in caplog.records] == [
       "%s line 4 has %d tokens, far more than an instance can use (at most 60 at "
       "--max_seq_length=64): at least %d of them are dropped each time the line is used. The "
       "input should hold one sentence per line (are line breaks missing?)" % (path, n, n - 60)]
   caplog.clear()
-  with caplog.at_level("WARNING", logger="bert_tf.pretraining_corpus"):
+  with caplog.at_level("WARNING", logger="bert_tf.tasks.pretraining.corpus"):
     pretraining_data.read_documents([str(path)], tokenizer)  # no max_seq_length: no check
     pretraining_data.read_documents([str(path)], tokenizer, max_seq_length=512)
   assert not caplog.records
   # Many such lines: ten are named, then one summary.
   many = tmp_path / "many.txt"
   many.write_text((long_line + "\n") * 13, encoding="utf-8")
-  with caplog.at_level("WARNING", logger="bert_tf.pretraining_corpus"):
+  with caplog.at_level("WARNING", logger="bert_tf.tasks.pretraining.corpus"):
     pretraining_data.read_documents([str(many)], tokenizer, max_seq_length=64)
   messages = [r.getMessage() for r in caplog.records]
   assert len(messages) == 11
@@ -409,7 +407,7 @@ def test_a_2mb_line_without_line_breaks(tokenizer, tmp_path, caplog):
   text = (words + " ") * (2_000_000 // len(words) + 1)
   path = tmp_path / "no_breaks.txt"
   path.write_text(text[:2_000_000], encoding="utf-8")
-  with caplog.at_level("WARNING", logger="bert_tf.pretraining_corpus"):
+  with caplog.at_level("WARNING", logger="bert_tf.tasks.pretraining.corpus"):
     documents = pretraining_data.read_documents([str(path)], tokenizer, max_seq_length=128)
   n = len(documents[0][0])
   assert len(documents) == 1 and len(documents[0]) == 1 and n > 400_000

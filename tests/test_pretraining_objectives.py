@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, input_pipeline, optimization, training
+from bert_tf import checkpoints, optimization, training
 from bert_tf.config import BertConfig
+from bert_tf.data import input_pipeline
 from bert_tf.tasks.pretraining import (
   LeftToRightLMModel,
   MaskedLMModel,

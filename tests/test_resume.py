@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoint_keeper
 from bert_tf.errors import UserInputError
+from bert_tf.training import checkpoint_keeper
 from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
 
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from bert_tf import run_lock
 from bert_tf.errors import UserInputError
+from bert_tf.runner import run_lock
 from helpers import ROOT
 
 _HOLDER = """

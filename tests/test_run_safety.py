@@ -12,7 +12,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from bert_tf.run_lock import LOCK_NAME
+from bert_tf.runner.run_lock import LOCK_NAME
 from helpers import (
   FIXTURES,
   ROOT,

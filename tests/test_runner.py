@@ -14,9 +14,11 @@ import keras
 import numpy as np
 import pytest
 
-from bert_tf import checks, runner, runner_flags, tokenization
+from bert_tf import runner, tokenization
+from bert_tf.checkpoints import checks
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
+from bert_tf.runner import shared_flags, template
 from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
 
 
@@ -30,8 +32,8 @@ def _parsed(define, *args):
 
 def test_options_from_the_finetuning_flags():
   def define(values):
-    runner_flags.define_finetuning_flags(max_seq_length=384, flag_values=values)
-    runner_flags.define_eval_flags(flag_values=values)
+    shared_flags.define_finetuning_flags(max_seq_length=384, flag_values=values)
+    shared_flags.define_eval_flags(flag_values=values)
 
   options = runner.RunOptions.from_flags(_parsed(
       define, "--bert_config_file=c.json", "--vocab_file=v.txt", "--do_lower_case=false",
@@ -54,8 +56,8 @@ def test_options_from_the_finetuning_flags():
 
 def test_options_of_a_runner_without_finetuning_or_eval_flags():
   def define(values):
-    runner_flags.define_training_flags(128, "help", flag_values=values)
-    runner_flags.define_eval_flags(flag_values=values)
+    shared_flags.define_training_flags(128, "help", flag_values=values)
+    shared_flags.define_eval_flags(flag_values=values)
 
   values = _parsed(define, "--do_eval", "--eval_batch_size=16", "--cpu_devices=2",
                    "--gradient_accumulation_steps=4")
@@ -66,15 +68,15 @@ def test_options_of_a_runner_without_finetuning_or_eval_flags():
   assert options.vocab_file is None and options.num_train_epochs is None
   assert options.warmup_proportion is None and options.export_dir is None
   # The actions are those the runner defined flags for.
-  squad_like = _parsed(lambda v: runner_flags.define_finetuning_flags(flag_values=v))
+  squad_like = _parsed(lambda v: shared_flags.define_finetuning_flags(flag_values=v))
   assert runner.RunOptions.from_flags(squad_like).actions == (
       "do_train", "do_predict", "export_dir")
 
 
 def test_shared_flags_default_to_the_options_defaults():
   def define(values):
-    runner_flags.define_finetuning_flags(flag_values=values)
-    runner_flags.define_eval_flags(flag_values=values)
+    shared_flags.define_finetuning_flags(flag_values=values)
+    shared_flags.define_eval_flags(flag_values=values)
 
   values = _parsed(define)
   defaults = runner.RunOptions()
@@ -87,11 +89,11 @@ def test_shared_flags_default_to_the_options_defaults():
 
 def test_task_flags_are_the_modules_own_flags_read_once():
   values = flags.FlagValues()
-  runner_flags.define_eval_flags(flag_values=values)  # runner_flags' own, not this module's
+  shared_flags.define_eval_flags(flag_values=values)  # runner_flags' own, not this module's
   flags.DEFINE_integer("doc_stride", 128, "stride", flag_values=values)
   flags.DEFINE_list("labels", None, "labels", flag_values=values)
   values(["runner", "--doc_stride=64", "--labels=O,B-PER"])
-  task = runner_flags.task_flags(sys.modules[__name__], values)
+  task = shared_flags.task_flags(sys.modules[__name__], values)
   assert task._fields == ("doc_stride", "labels")
   assert (task.doc_stride, task.labels) == (64, ["O", "B-PER"])
   with pytest.raises(AttributeError):
@@ -339,7 +341,7 @@ def test_the_scripts_share_the_model_checks(tmp_path):
 
 @pytest.mark.parametrize("fast", [False, True])
 def test_bfloat16_on_a_cpu_without_avx512_is_warned_about(monkeypatch, caplog, fast):
-  from bert_tf import cpu
+  from bert_tf.utils import cpu
   monkeypatch.setattr(cpu, "fast_bfloat16", lambda cpu_info=None: fast)
   with caplog.at_level("WARNING"):
     runner.warn_if_slow_bfloat16("--inference_precision=bfloat16", "Use float32 here.")
@@ -354,12 +356,12 @@ def test_bfloat16_on_a_cpu_without_avx512_is_warned_about(monkeypatch, caplog, f
 def test_inference_precision_flag_gives_the_export_its_model():
   import types
 
-  from bert_tf import precision
   from bert_tf.tasks import glue
+  from bert_tf.utils import precision
 
   def define(values):
-    runner_flags.define_finetuning_flags(flag_values=values)
-    runner_flags.define_eval_flags(flag_values=values)
+    shared_flags.define_finetuning_flags(flag_values=values)
+    shared_flags.define_eval_flags(flag_values=values)
 
   assert runner.RunOptions.from_flags(_parsed(define)).inference_precision == "float32"
   options = runner.RunOptions.from_flags(_parsed(define, "--inference_precision=int8"))
@@ -446,7 +448,7 @@ def _fake_export(folder, weights):
 
 
 def test_an_export_is_kept_only_when_every_file_and_setting_matches(tmp_path):
-  from bert_tf import run_folder
+  from bert_tf.checkpoints import run_folder
   out, exp = str(tmp_path / "run"), str(tmp_path / "exp")
   os.makedirs(out)
   _fake_export(exp, "weights of step 6")
@@ -506,12 +508,12 @@ def test_an_export_of_other_weights_at_the_same_step_is_replaced(tmp_path, caplo
   caplog.set_level(logging.INFO, logger="absl")
   exp = tmp_path / "exp"
   run = _fake_run(tmp_path, "run", exp)
-  runner._export(run, _FakeExportHooks("first weights"))
-  runner._export(run, _FakeExportHooks("first weights"))
+  template._export(run, _FakeExportHooks("first weights"))
+  template._export(run, _FakeExportHooks("first weights"))
   assert "Kept the SavedModel in %s" % exp in caplog.text
   run.trainer.model.weights[0].assign(np.array([0.0, 1.0, 2.0, 3.5]))  # retrained, same step
   caplog.clear()
-  runner._export(run, _FakeExportHooks("second weights"))
+  template._export(run, _FakeExportHooks("second weights"))
   assert "the weights' values changed" in caplog.text
   assert (exp / "variables" / "variables.data-00000-of-00001").read_text() == "second weights"
 
@@ -533,7 +535,7 @@ def test_two_runs_exporting_to_one_folder_take_turns_and_the_second_stops(tmp_pa
   import logging
   import threading
   caplog.set_level(logging.INFO, logger="absl")
-  from bert_tf import run_folder
+  from bert_tf.checkpoints import run_folder
   exp = tmp_path / "exp"
   first, second = _fake_run(tmp_path, "first", exp), _fake_run(tmp_path, "second", exp)
   writing, errors = threading.Event(), {}
@@ -544,7 +546,7 @@ def test_two_runs_exporting_to_one_folder_take_turns_and_the_second_stops(tmp_pa
 
   def export(name, run, hooks):
     try:
-      runner._export(run, hooks)
+      template._export(run, hooks)
     except UserInputError as e:
       errors[name] = str(e)
 
@@ -571,10 +573,11 @@ def test_two_runs_exporting_to_one_folder_take_turns_and_the_second_stops(tmp_pa
 
 
 def test_ctrl_c_during_an_export_puts_the_previous_one_back_and_exits_130(tmp_path):
-  from bert_tf import errors, run_folder
+  from bert_tf import errors
+  from bert_tf.checkpoints import run_folder
   exp = tmp_path / "exp"
   run = _fake_run(tmp_path, "run", exp)
-  runner._export(run, _FakeExportHooks("step 6"))
+  template._export(run, _FakeExportHooks("step 6"))
   before = run_folder.export_record(run.options.output_dir, exp)
   run.trainer.step = 7
 
@@ -582,7 +585,7 @@ def test_ctrl_c_during_an_export_puts_the_previous_one_back_and_exits_130(tmp_pa
     raise KeyboardInterrupt
 
   with pytest.raises(errors.Preempted) as stopped:
-    runner._export(run, _FakeExportHooks("step 7", after=interrupt))
+    template._export(run, _FakeExportHooks("step 7", after=interrupt))
   assert stopped.value.exit_code == 130
   assert str(stopped.value) == (
       "interrupted during the export to %s; it holds what it held before, and --output_dir=%s "

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, tfhub_export
+from bert_tf import checkpoints
+from bert_tf.export import tfhub
 from bert_tf.tasks import glue, squad, swag
 from bert_tf.tasks.glue.export import export_classifier
 from bert_tf.tasks.squad.export import export_squad
@@ -117,8 +118,8 @@ def test_tfhub_encoder_and_preprocessor_empty_batch(tmp_path):
   from bert_tf.modeling import BertModel
   encoder = BertModel(tiny_config())
   checkpoints.load_checkpoint(TINY_CKPT, encoder)
-  tfhub_export.export_encoder(str(tmp_path / "encoder"), encoder, VOCAB_UNCASED, True)
-  tfhub_export.export_preprocessor(str(tmp_path / "pre"), VOCAB_UNCASED, True, seq_length=SEQ)
+  tfhub.export_encoder(str(tmp_path / "encoder"), encoder, VOCAB_UNCASED, True)
+  tfhub.export_preprocessor(str(tmp_path / "pre"), VOCAB_UNCASED, True, seq_length=SEQ)
   hub_encoder = tf.saved_model.load(str(tmp_path / "encoder"))
   preprocessor = tf.saved_model.load(str(tmp_path / "pre"))
   packed = preprocessor(tf.constant([], tf.string))

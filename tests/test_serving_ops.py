@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from bert_tf import checkpoints, tfhub_export
+from bert_tf import checkpoints
+from bert_tf.export import tfhub
 from bert_tf.tasks import glue, squad
 from bert_tf.tasks.glue.export import export_classifier
 from bert_tf.tasks.squad import export as squad_export
@@ -47,7 +48,7 @@ def test_exports_need_only_the_two_documented_tensorflow_text_ops(tmp_path):
       "squad": squad_export.export_squad(str(tmp_path / "squad"), span, VOCAB_UNCASED, True, 64,
                                          32, 16, 30, 20),
   }
-  paths["encoder"], paths["preprocessor"] = tfhub_export.export_from_checkpoint(
+  paths["encoder"], paths["preprocessor"] = tfhub.export_from_checkpoint(
       TINY_CONFIG, VOCAB_UNCASED, TINY_CKPT, True, str(tmp_path / "encoder"),
       str(tmp_path / "preprocessor"), seq_length=32)
   out = subprocess.run([sys.executable, "-c", _UNREGISTERED_OPS, *map(str, paths.values())],

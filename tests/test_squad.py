@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import example_codec, tokenization
+from bert_tf import tokenization
+from bert_tf.data import example_codec
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import squad
 from helpers import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script, tiny_config

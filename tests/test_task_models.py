@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, input_pipeline, optimization, training
+from bert_tf import checkpoints, optimization, training
 from bert_tf.config import BertConfig
+from bert_tf.data import input_pipeline
 from bert_tf.tasks import glue, pretraining, squad, swag
 from helpers import (
   FIXTURES,
@@ -245,7 +246,7 @@ def test_fit_steps_on_the_training_loops_loss():
 
 def _read_back(tmp_path, records, spec):
   """The records written to a file and read by the runners' data path, as numpy."""
-  from bert_tf import example_codec
+  from bert_tf.data import example_codec
   path = str(tmp_path / "records.tf_record")
   example_codec.write_records(path, records)
   input_pipeline.check_record_files([path], spec)

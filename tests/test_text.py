@@ -9,8 +9,9 @@ import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import text, text_packing, tokenization
+from bert_tf import text, tokenization
 from bert_tf.errors import UserInputError
+from bert_tf.text import packing
 from helpers import FIXTURES, VOCAB_UNCASED
 
 GOLDEN = json.loads((FIXTURES / "tokenization" / "tokenization_golden.json").read_text("utf-8"))
@@ -22,7 +23,7 @@ CONFIGS = [c["name"] for c in GOLDEN["configs"]]
 
 # Golden texts whose in-graph result may differ from the original, per config,
 # with the reason. Empty: every character decision is taken from Python's
-# unicodedata (see bert_tf/text_unicode.py), so no ICU/RE2 Unicode-version gap remains.
+# unicodedata (see bert_tf/text/unicode.py), so no ICU/RE2 Unicode-version gap remains.
 KNOWN_DIFFERENCES = {name: {} for name in CONFIGS}
 
 
@@ -284,7 +285,7 @@ def _truncate_seq_pair(tokens_a, tokens_b, max_length):
 def test_truncation_formula_equals_the_original_loop():
   grid = [(la, lb, m) for la in range(31) for lb in range(31) for m in range(26)]
   la, lb, m = (np.array(column) for column in zip(*grid))
-  keep_a, keep_b = text_packing.truncated_lengths(la, lb, m)
+  keep_a, keep_b = packing.truncated_lengths(la, lb, m)
   for (a, b, max_length), got_a, got_b in zip(grid, keep_a.numpy(), keep_b.numpy()):
     tokens_a, tokens_b = list(range(a)), list(range(b))
     _truncate_seq_pair(tokens_a, tokens_b, max_length)
@@ -317,7 +318,7 @@ def test_pack_inputs_matches_convert_single_example(seq_length):
   rows_b = [[rng.randrange(5, 100) for _ in range(rng.randint(0, 20))] for _ in range(200)]
   rows_b[:20] = [[]] * 20
   for segments_b in (None, rows_b):
-    got = text_packing.pack_inputs(
+    got = packing.pack_inputs(
         tf.ragged.constant(rows_a, tf.int32, row_splits_dtype=tf.int32),
         None if segments_b is None else tf.ragged.constant(segments_b, tf.int64),
         seq_length, cls_id=101, sep_id=102)
@@ -361,7 +362,7 @@ def test_words_and_tensor_seq_length(tokenizers):
       [python_tok.convert_tokens_to_ids(python_tok.wordpiece_tokenizer.tokenize(w))
        for w in python_tok.basic_tokenizer.tokenize(t)] for t in texts_a]
   assert words.merge_dims(1, 2).to_list() == tok.tokenize(texts_a).to_list()
-  pack = tf.function(lambda a, b, n: text_packing.pack_inputs(a, b, n, tok.cls_id,
+  pack = tf.function(lambda a, b, n: packing.pack_inputs(a, b, n, tok.cls_id,
                                                                tok.sep_id))
   for seq_length in (3, 8, 12):
     want = tok.encode(texts_a, texts_b, seq_length=seq_length)

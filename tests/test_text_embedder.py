@@ -16,8 +16,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, packing, sentence_models, text_embedder, tokenization
+from bert_tf import checkpoints, tokenization
+from bert_tf.checkpoints import sentence_models
+from bert_tf.data import packing
 from bert_tf.errors import UserInputError
+from bert_tf.inference import text_embedder
 from bert_tf.modeling import BertModel
 from helpers import (
   JSONL_ROUNDING,
@@ -434,7 +437,7 @@ def test_inference_precision_stays_close_to_float32(tmp_path, name, tolerance):
   folder = write_st_folder(tmp_path / "st", pooling=legacy_pooling("mean"), normalize=True)
   float32 = text_embedder.load(folder)(tf.constant(TEXTS)).numpy()
   embedder = text_embedder.load(folder, inference_precision=name)
-  from bert_tf import precision
+  from bert_tf.utils import precision
   assert precision.of(embedder.encoder) == name
   got = embedder(tf.constant(TEXTS)).numpy()
   assert got.dtype == np.float32

@@ -1,5 +1,5 @@
-"""The in-graph windows and max-context rule (bert_tf/text_windows.py) against the Python ones
-of bert_tf/packing.py, on many random documents and the edge cases."""
+"""The in-graph windows and max-context rule (bert_tf/text/windows.py) against the Python ones
+of bert_tf/data/packing.py, on many random documents and the edge cases."""
 
 import random
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import packing, text_windows
+from bert_tf.data import packing
+from bert_tf.text import windows as text_windows
 
 # (tokens, max_tokens, stride): empty, exactly one window, one token over, stride over the
 # window, stride equal to it, stride 1, windows of one token.

@@ -14,8 +14,9 @@ import csv
 import dataclasses
 import os
 
-from bert_tf import head_labels, user_files
+from bert_tf.checkpoints import head_labels
 from bert_tf.errors import UserInputError
+from bert_tf.utils import user_files
 
 
 @dataclasses.dataclass

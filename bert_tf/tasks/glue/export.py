@@ -8,9 +8,12 @@ so a request gets the prediction run_classifier writes for it.
 
 import tensorflow as tf
 
-from bert_tf import checks, export, text_packing, text_windows
+from bert_tf import export
+from bert_tf.checkpoints import checks
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.glue import windows as glue_windows
+from bert_tf.text import packing
+from bert_tf.text import windows as text_windows
 
 
 def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_length, label_list,
@@ -154,7 +157,7 @@ def window_features(tokenizer, text_a, text_b, max_seq_length, doc_stride):
     return tf.gather(pieces.flat_values, tf.ragged.range(first, first + count))
 
   segments_b = None if text_b is None else pieces_of(pieces_b, 0, tf.gather(keep_b, row))
-  features = text_packing.pack_inputs(pieces_of(pieces_a, start, length), segments_b,
+  features = packing.pack_inputs(pieces_of(pieces_a, start, length), segments_b,
                                       max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
   return features, row
 

@@ -1,13 +1,13 @@
 """GLUE examples -> features, and their record layout (stated once, in `feature_spec`).
 
-Features are the original `convert_single_example` (via bert_tf.packing), cached
+Features are the original `convert_single_example` (via bert_tf.data.packing), cached
 as TFRecords with `input_ids`, `input_mask`, `segment_ids`, `label_ids`,
 `is_real_example` like `file_based_convert_examples_to_features`.
 """
 
 import tensorflow as tf
 
-from bert_tf import input_pipeline, packing
+from bert_tf.data import input_pipeline, packing
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.glue.data import PaddingInputExample
 
@@ -41,7 +41,7 @@ def label_id_of(example, label_list):
 
 
 def feature_spec(max_seq_length, regression=False):
-  """name -> (length, dtype) of the cached features, in file order (bert_tf.input_pipeline)."""
+  """name -> (length, dtype) of the cached features, in file order (bert_tf.data.input_pipeline)."""
   return {**input_pipeline.encoder_features(max_seq_length),
           "label_ids": (1, tf.float32 if regression else tf.int64),
           "is_real_example": (1, tf.int64)}

@@ -32,7 +32,8 @@ import dataclasses
 
 import numpy as np
 
-from bert_tf import checks, packing
+from bert_tf.checkpoints import checks
+from bert_tf.data import packing
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.glue.features import label_id_of
 

@@ -15,8 +15,8 @@ import dataclasses
 import os
 import re
 
-from bert_tf import user_files
 from bert_tf.errors import UserInputError
+from bert_tf.utils import user_files
 
 DOCSTART = "-DOCSTART-"
 _COLUMNS = re.compile(r"[ \t]+")

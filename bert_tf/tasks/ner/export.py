@@ -12,8 +12,10 @@ at I-X after a word that is not of type X.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import checks, export, text_windows
+from bert_tf import export
+from bert_tf.checkpoints import checks
 from bert_tf.errors import UserInputError
+from bert_tf.text import windows as text_windows
 
 
 def export_ner(export_dir, model, vocab_file, do_lower_case, max_seq_length, label_list,

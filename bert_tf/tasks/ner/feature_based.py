@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import run_folder
+from bert_tf.checkpoints import run_folder
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.ner import labels as ner_labels
 

@@ -13,7 +13,8 @@ import time
 
 from absl import logging
 
-from bert_tf import checkpoints, run_folder
+from bert_tf import checkpoints
+from bert_tf.checkpoints import run_folder
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
 from bert_tf.tasks.ner import feature_based as fb

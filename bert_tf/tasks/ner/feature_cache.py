@@ -19,7 +19,8 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints, modeling, run_folder
+from bert_tf import checkpoints, modeling
+from bert_tf.checkpoints import run_folder
 from bert_tf.tasks.ner.features import convert_document, word_predictions
 
 _WEIGHT_FILES = (".safetensors", ".bin", ".h5", ".msgpack")

@@ -16,7 +16,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from bert_tf import input_pipeline, packing
+from bert_tf.data import input_pipeline, packing
 
 
 @dataclasses.dataclass

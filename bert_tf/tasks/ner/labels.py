@@ -13,7 +13,8 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints, head_labels, names, run_folder
+from bert_tf import checkpoints
+from bert_tf.checkpoints import head_labels, names, run_folder
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.ner.data import detect_scheme, label_list, read_conll, to_iob2
 

@@ -15,8 +15,8 @@ import os
 from typing import Any, Optional
 import unicodedata
 
-from bert_tf import user_files
 from bert_tf.errors import UserInputError
+from bert_tf.utils import user_files
 
 DELIMITERS = {".csv": ",", ".tsv": "\t", ".jsonl": None}
 # A text field may be a whole document: the csv module's default limit (128 KiB a field) is

@@ -9,7 +9,8 @@ in-graph and their logits pooled (glue/export.py), each label's on its own for m
 
 import tensorflow as tf
 
-from bert_tf import checks, export
+from bert_tf import export
+from bert_tf.checkpoints import checks
 from bert_tf.tasks.glue import windows as glue_windows
 from bert_tf.tasks.glue.export import export_classifier, windowed_logits
 

@@ -7,12 +7,12 @@ training by document a record per row holding its first windows end to end."""
 
 import tensorflow as tf
 
-from bert_tf import input_pipeline, packing
+from bert_tf.data import input_pipeline, packing
 from bert_tf.tasks.glue import windows as glue_windows
 
 
 def feature_spec(max_seq_length, problem_type, num_labels):
-  """name -> (length, dtype) of the records, in file order (bert_tf.input_pipeline)."""
+  """name -> (length, dtype) of the records, in file order (bert_tf.data.input_pipeline)."""
   label = {"single_label": (1, tf.int64), "regression": (1, tf.float32),
            "multi_label": (num_labels, tf.float32)}[problem_type]
   return {**input_pipeline.encoder_features(max_seq_length), "label_ids": label,

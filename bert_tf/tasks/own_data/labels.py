@@ -15,7 +15,7 @@ from typing import Optional
 from absl import logging
 import tensorflow as tf
 
-from bert_tf import hf_checkpoints, run_folder
+from bert_tf.checkpoints import hf_files, run_folder
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.glue import data as glue_data
 
@@ -114,7 +114,7 @@ def recorded(output_dir, init_checkpoint):
           "--output_dir=%s holds the training state of a --task_name=%s run (%s), not of one on "
           "your own file: predict from it into another --output_dir, with --init_checkpoint="
           "<its model.ckpt-N>." % (output_dir, record["task_name"], where))
-  if init_checkpoint and hf_checkpoints.is_hf_folder(init_checkpoint):
+  if init_checkpoint and hf_files.is_hf_folder(init_checkpoint):
     return _hf_schema(init_checkpoint)
   if init_checkpoint:
     record = run_folder.recorded_settings(init_checkpoint)
@@ -135,15 +135,15 @@ def recorded(output_dir, init_checkpoint):
   return None, None
 
 
-_HF_PROBLEM_TYPES = {hf_checkpoints.REGRESSION: "regression",
-                     hf_checkpoints.SINGLE_LABEL: "single_label",
-                     hf_checkpoints.MULTI_LABEL: "multi_label"}
+_HF_PROBLEM_TYPES = {hf_files.REGRESSION: "regression",
+                     hf_files.SINGLE_LABEL: "single_label",
+                     hf_files.MULTI_LABEL: "multi_label"}
 
 
 def _hf_schema(folder):
   """(Schema, where) of a Hugging Face classifier folder whose config.json states its
   problem_type and (unless a regression) names its labels in id2label; else (None, None)."""
-  path = os.path.join(folder, hf_checkpoints.CONFIG_NAME)
+  path = os.path.join(folder, hf_files.CONFIG_NAME)
   try:
     with open(path, encoding="utf-8") as f:
       config = json.load(f)

@@ -11,8 +11,9 @@ import json
 
 from absl import logging
 
-from bert_tf import tokenization, user_files
+from bert_tf import tokenization
 from bert_tf.errors import UserInputError
+from bert_tf.utils import user_files
 
 
 @dataclasses.dataclass

@@ -7,7 +7,8 @@ the best span in `graph_postprocess`; this module builds and saves the signature
 
 import tensorflow as tf
 
-from bert_tf import checks, export
+from bert_tf import export
+from bert_tf.checkpoints import checks
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.squad import graph_features, graph_postprocess
 

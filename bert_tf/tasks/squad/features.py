@@ -11,8 +11,8 @@ import dataclasses
 
 import tensorflow as tf
 
-from bert_tf import input_pipeline
-from bert_tf.packing import DocSpan, check_is_max_context, doc_spans_for  # noqa: F401 (re-exported)
+from bert_tf.data import input_pipeline
+from bert_tf.data.packing import DocSpan, check_is_max_context, doc_spans_for  # noqa: F401 (re-exported)
 
 FIRST_UNIQUE_ID = 1000000000
 

@@ -3,14 +3,14 @@
 The SQuAD SavedModel takes raw question and context strings, so the graph itself splits the
 context into words (on `data.WHITESPACE_CODE_POINTS`, the rule of `data.split_context`),
 tokenizes them, and cuts the pieces into the windows of `features.doc_spans_for` with the
-max-context rule of `features.check_is_max_context` (both from `bert_tf.text_windows`).
+max-context rule of `features.check_is_max_context` (both from `bert_tf.text.windows`).
 tests/test_export_squad.py checks the result against the original's features.
 """
 
 import tensorflow as tf
 
-from bert_tf import text_windows
 from bert_tf.tasks.squad.data import WHITESPACE_CODE_POINTS
+from bert_tf.text import windows as text_windows
 
 
 def safe_gather(params, indices, fill=0):

@@ -5,8 +5,8 @@ import csv
 import dataclasses
 import io
 
-from bert_tf import user_files
 from bert_tf.errors import UserInputError
+from bert_tf.utils import user_files
 
 NUM_CHOICES = 4
 _COLUMNS = ("video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0",

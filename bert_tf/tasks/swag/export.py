@@ -2,7 +2,8 @@
 
 import tensorflow as tf
 
-from bert_tf import checks, export
+from bert_tf import export
+from bert_tf.checkpoints import checks
 from bert_tf.tasks.swag.data import NUM_CHOICES
 
 

@@ -11,7 +11,7 @@ inputs MultipleChoiceModel takes.
 from keras import ops
 import tensorflow as tf
 
-from bert_tf import input_pipeline, packing
+from bert_tf.data import input_pipeline, packing
 from bert_tf.modeling import INPUT_NAMES
 from bert_tf.tasks.swag.data import NUM_CHOICES
 
@@ -30,7 +30,7 @@ def convert_example(example, max_seq_length, tokenizer):
 
 
 def feature_spec(max_seq_length):
-  """name -> (length, dtype) of the cached features, in file order (bert_tf.input_pipeline)."""
+  """name -> (length, dtype) of the cached features, in file order (bert_tf.data.input_pipeline)."""
   return {**input_pipeline.encoder_features(NUM_CHOICES * max_seq_length),
           "label_ids": (1, tf.int64), "is_real_example": (1, tf.int64)}
 

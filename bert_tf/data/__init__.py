@@ -1,0 +1,1 @@
+"""Features as records: tf.train.Example encoding, the tf.data readers, pair packing."""

@@ -1,0 +1,1 @@
+"""Inference on a trained model: features, sentence embeddings, Beam over a corpus."""
