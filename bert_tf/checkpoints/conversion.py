@@ -1,6 +1,6 @@
 """Whole-folder conversions between Google's layout and Hugging Face's (convert_checkpoint.py).
 
-Reading and writing each layout is elsewhere (checkpoints.py opens any source and
+Reading and writing each layout is elsewhere (sources.py opens any source and
 writes Google's files; hf_checkpoints.py writes HF folders); this module checks the
 output folder and the vocab, and chooses the casing written for transformers.
 """

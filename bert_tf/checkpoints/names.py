@@ -2,7 +2,7 @@
 
 Pure data at the bottom of the package (no TensorFlow, no other bert_tf module),
 so every layer above can read it: the encoder and each head find their variables
-here (`variables_of`), checkpoints.py loads and saves Google's layout with it,
+here (`variables_of`), sources.py loads and saves Google's layout with it,
 hf_state.py translates to and from Hugging Face names with it.
 
 A row (`Name`):
