@@ -5,7 +5,7 @@ requests to a windows export.
     python -m benchmarks.long_documents --reuters_train=reuters21578_modapte_train.tsv \\
         --reuters_test=reuters21578_modapte_test.tsv --model_dir=/path/to/all-MiniLM-L6-v2 \\
         --output_dir=/tmp/long_documents [--settings=grain,grain_balanced,corn,multi] \\
-        [--rules=truncate,document,window] [--max_seq_length=64] [--seed=N] [--reuse]
+        [--rules=truncate,first,document,window] [--max_seq_length=64] [--seed=N] [--reuse]
 
 Every run is a `run_classifier.py --train_file=... --eval_file=... --predict_file=...` on JSONL
 files written from the ModApte TSVs (the topic's name or `other`, `--labels=other,<topic>` so
@@ -15,7 +15,7 @@ that `any` pooling reads "other" as the no; multi-label: the list of topics pres
                   seed (206), 1 epoch of 16;
   corn            the natural training set (45 corn), 4 epochs of 32;
   multi           one multi-label model of grain and corn, 4 epochs of 32.
-Rules: `truncate` (the original), `document` and `window` (`--long_document=windows
+Rules: `truncate` (the original), `first`, `document` and `window` (`--long_document=windows
 --window_training=...`, the default pooling unless --pooling). Every rule of a setting makes
 the same number of passes over the documents (epochs), so `window` takes more steps. Scored on
 the 604 test articles: accuracy and the topic's F1 from predictions.jsonl at the run's
@@ -42,7 +42,7 @@ FLAGS = flags.FLAGS
 # setting -> (topics, balanced, epochs, batch)
 SETTINGS = {"grain": (("grain",), False, 4.0, 32), "grain_balanced": (("grain",), True, 1.0, 16),
             "corn": (("corn",), False, 4.0, 32), "multi": (TOPICS, False, 4.0, 32)}
-RULES = ("truncate", "document", "window")
+RULES = ("truncate", "first", "document", "window")
 flags.DEFINE_string("reuters_train", None, "Reuters-21578 ModApte training TSV (header "
                     "`grain corn text`, one article a row).")
 flags.DEFINE_string("reuters_test", None, "The ModApte test TSV (same columns).")
