@@ -882,7 +882,8 @@ def test_own_windows_pool_by_any_for_multi_label_by_default(tmp_path):
 
 def test_own_windows_any_on_sorted_single_labels_warns(tmp_path, caplog):
   """any reads the first label as the 'no'; sorted labels may put the topic first ('corn' <
-  'other'): the log names it and the fix, unless --labels set the order."""
+  'other'): the log names it and the fix, unless --labels set the order or the pooling is
+  not any."""
   import logging
 
   from bert_tf.runner import RunOptions
@@ -895,4 +896,6 @@ def test_own_windows_any_on_sorted_single_labels_warns(tmp_path, caplog):
   caplog.clear()
   _own_hooks(options, train_file=single, window_pooling="any",
              labels=["other", "corn"]).check(options)
+  assert "as the 'no'" not in caplog.text
+  _own_hooks(options, train_file=single).check(options)  # pools by mean: no 'no' label
   assert "as the 'no'" not in caplog.text

@@ -57,7 +57,7 @@ class OwnDataHooks(WindowHooks):
     problem = self.window_problem()
     glue_windows.check_flags(self.flags, options, "this run", self.columns.text_b is not None,
                              problem == "regression", problem == "multi_label")
-    if problem == "single_label" and self.windows and not self.given:
+    if problem == "single_label" and self.windows.pooling == "any" and not self.given:
       labels = self.schema().labels
       logging.warning("--window_pooling=any reads the first label, %r, as the 'no': a row is "
                       "another label when any window says so. Labels are sorted unless "
