@@ -110,7 +110,7 @@ class ClassifierHooks(WindowHooks):
     return self.pooled_values(run, examples,
                               outputs["predictions" if self.regression else "logits"])
 
-  def postprocess_eval(self, run, examples, result, outputs):
+  def postprocess_eval(self, run, examples, result, outputs, records=None):
     if self.windows:
       labels = np.array([glue.label_id_of(e, self.label_list) for e in examples])
       pooled = self.pooled(run, examples, outputs)
@@ -127,7 +127,7 @@ class ClassifierHooks(WindowHooks):
     result.update(glue.glue_metrics(self.task_name, predictions, labels))
     return result
 
-  def postprocess_predict(self, run, examples, outputs):
+  def postprocess_predict(self, run, examples, outputs, records=None):
     if self.windows:
       pooled = self.pooled(run, examples, outputs)
       values = pooled[:, None] if self.regression else glue_windows.softmax(pooled)

@@ -206,7 +206,7 @@ class OwnDataHooks(WindowHooks):
         pooled.reshape(len(examples), -1), {"label_ids": label_ids})["classification"]
     return float(np.mean(np.asarray(losses, np.float64)))
 
-  def postprocess_eval(self, run, examples, result, outputs):
+  def postprocess_eval(self, run, examples, result, outputs, records=None):
     schema = self.schema()
     gold = [row.label for row in examples]
     values = self.row_values(run, examples, outputs)
@@ -225,7 +225,7 @@ class OwnDataHooks(WindowHooks):
                                                   schema.labels))
     return result
 
-  def postprocess_predict(self, run, examples, outputs):
+  def postprocess_predict(self, run, examples, outputs, records=None):
     schema = self.schema()
     values = self.row_values(run, examples, outputs)
     path = run.output_path("predictions.jsonl")
