@@ -53,7 +53,7 @@ class NerHooks(runner.TaskHooks):
   one_record_per_example = False  # a long document gives several windows
   eval_with_predictions = True  # conlleval needs each word's prediction
 
-  def __init__(self, task_flags):
+  def __init__(self, task_flags, options=None):
     self.flags = task_flags
     self.labels = ner.RunLabels(task_flags.labels, task_flags.tag_scheme)
 

@@ -58,7 +58,7 @@ class PretrainingHooks(runner.TaskHooks):
   uses_tokenizer = False
   eval_repeats = True  # max_eval_steps whole batches of the repeated input, as the original
 
-  def __init__(self, task_flags):
+  def __init__(self, task_flags, options=None):
     self.flags = task_flags
     self.max_eval_steps = self.flags.max_eval_steps
     self.input_files = None

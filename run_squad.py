@@ -66,7 +66,7 @@ class SquadHooks(runner.TaskHooks):
   record_names = dict(runner.TaskHooks.record_names, predict="eval.tf_record")
   one_record_per_example = False  # a long context gives several windows
 
-  def __init__(self, task_flags):
+  def __init__(self, task_flags, options=None):
     self.flags = task_flags
     self.counts = {}  # split -> the number of features written
     self.predict_features = []  # kept for write_predictions

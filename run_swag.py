@@ -39,7 +39,7 @@ class SwagHooks(runner.TaskHooks):
   data_files = {"train": ("train.csv", True), "eval": ("val.csv", True),
                 "predict": ("test.csv", False)}
 
-  def __init__(self, task_flags):
+  def __init__(self, task_flags, options=None):
     self.flags = task_flags
 
   def read_examples(self, run, split):

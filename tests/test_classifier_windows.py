@@ -5,8 +5,6 @@ import hashlib
 import json
 import random
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,7 +19,6 @@ from bert_tf.tasks.glue import model as glue_model
 from bert_tf.tasks.glue import windows
 from helpers import (
   FIXTURES,
-  ROOT,
   TINY_CKPT,
   TINY_CONFIG,
   VOCAB_UNCASED,
@@ -534,58 +531,9 @@ def test_evaluating_windows_weights_on_truncated_texts_runs_and_warns(windows_ru
       glue.MrpcProcessor().get_dev_examples(str(data))) in evaluate.stderr
 
 
-# run_classifier in one process: the flag checks (each stops in main with its message), the TPU
-# padding of eval windows, and an STS-B (regression) evaluation and prediction with max pooling.
-_IN_ONE_PROCESS = r"""
-import dataclasses, json, sys
-sys.path.insert(0, sys.argv[1])
-import numpy as np
-from absl import flags
-import run_classifier
-from bert_tf import example_codec, runner, runner_flags, tokenization
-from bert_tf.errors import UserInputError
-from bert_tf.tasks import glue
-
-common, cases, valid = json.loads(sys.argv[2])
-FLAGS = flags.FLAGS
-
-def parse(args):
-  FLAGS.unparse_flags()
-  FLAGS(["run_classifier.py"] + common + args)
-
-out = {"errors": []}
-for args in cases:
-  parse(args)
-  try:
-    run_classifier.main(None)
-    out["errors"].append(None)
-  except UserInputError as e:
-    out["errors"].append(str(e))
-
-parse(valid)
-from absl import logging
-logging.set_verbosity(logging.INFO)  # the run's log, as the script prints it
-run_classifier.main(None)
-logging.set_verbosity(logging.WARNING)
-
-# On TPUs eval windows are padded to whole batches; predictions pool the real ones only.
-parse(valid)
-hooks = run_classifier.ClassifierHooks(runner_flags.task_flags(run_classifier))
-options = dataclasses.replace(runner.RunOptions.from_flags(FLAGS), strategy="tpu")
-hooks.check(options)
-run = runner.Run(options, None, None, tokenization.FullTokenizer(FLAGS.vocab_file, True))
-examples = hooks.read_examples(run, "eval")
-records = [example_codec.parse_example(r) for r in hooks.encode(run, "eval", examples)]
-counts = hooks.window_counts["eval"]
-out["tpu"] = {"records": len(records), "windows": sum(counts), "examples": len(examples),
-              "padding_real": sorted({r["is_real_example"][0] for r in records[sum(counts):]}),
-              "real": sorted({r["is_real_example"][0] for r in records[:sum(counts)]})}
-print(json.dumps(out))
-"""
-
-
-@pytest.mark.slow
-def test_bad_flags_tpu_padding_and_regression(tmp_path):
+def _sts_b(tmp_path):
+  """An STS-B folder (regression, pairs) of 7 rows whose text_a is 1 to 3 of MRPC's sentences:
+  the same file as dev and test."""
   sentences = (FIXTURES / "classifier_data" / "MRPC" / "train.tsv").read_text().splitlines()[1:]
   sentences = [row.split("\t")[3] for row in sentences]
   header = "index genre filename year old_index source1 source2 sentence1 sentence2 score"
@@ -596,57 +544,100 @@ def test_bad_flags_tpu_padding_and_regression(tmp_path):
   data.mkdir()
   for name in ("dev.tsv", "test.tsv"):
     (data / name).write_text("\n".join(rows) + "\n")
-  common = ["--data_dir=%s" % data, "--vocab_file=%s" % VOCAB_UNCASED,
-            "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
-            "--max_seq_length=24", "--eval_batch_size=4", "--output_dir=%s" % (tmp_path / "out")]
-  cases = [
-      (["--task_name=STS-B", "--do_eval", "--long_document=windows", "--doc_stride=0"],
-       "--doc_stride must be a positive integer, got 0."),
-      (["--task_name=STS-B", "--do_eval", "--doc_stride=64"],
-       "--doc_stride=64 is for --long_document=windows; drop it or add --long_document=windows."),
-      (["--task_name=STS-B", "--do_eval", "--window_pooling=max"],
-       "--window_pooling=max is for --long_document=windows; drop it or add "
-       "--long_document=windows."),
-      (["--task_name=MRPC", "--do_eval", "--long_document=windows", "--max_seq_length=4"],
-       "--max_seq_length=4 leaves no room for a window of text_a beside text_b ([CLS] a [SEP] b "
-       "[SEP]); --long_document=windows on MRPC needs at least 5."),
-      (["--task_name=STS-B", "--do_eval", "--long_document=windows", "--window_pooling=any"],
-       "--window_pooling=any picks the window least likely to be the first label, and STS-B has "
-       "no labels (regression); use mean or max."),
-      (["--task_name=STS-B", "--do_eval", "--window_training=document"],
-       "--window_training=document is for --long_document=windows; drop it or add "
-       "--long_document=windows."),
-      (["--task_name=STS-B", "--do_eval", "--long_document=windows", "--max_train_windows=0",
-        "--window_training=document"],
-       "--max_train_windows must be a positive integer, got 0."),
-      (["--task_name=STS-B", "--do_eval", "--long_document=windows", "--window_training=window",
-        "--max_train_windows=4"],
-       "--max_train_windows=4 is for --window_training=document; drop it."),
-      (["--task_name=STS-B", "--do_train", "--long_document=windows", "--jit_compile",
-        "--window_training=document"],
-       "--window_training=document runs each batch's real windows only, a count that changes "
-       "from batch to batch, which XLA cannot compile; drop --jit_compile or add "
-       "--window_training=first."),
-      (["--task_name=QNLI", "--do_eval", "--long_document=windows"],
-       "--long_document=windows cuts text_a into windows, but QNLI's text_a is a question and "
-       "its long text is text_b (SQuAD-style); use --long_document=truncate, or run_squad.py "
-       "for long passages."),
-  ]
-  valid = ["--task_name=STS-B", "--do_eval", "--do_predict", "--long_document=windows",
-           "--doc_stride=5", "--window_pooling=max"]
-  result = subprocess.run(
-      [sys.executable, "-c", _IN_ONE_PROCESS, ROOT,
-       json.dumps([common, [args for args, _ in cases], valid])],
-      cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
-  assert result.returncode == 0, result.stderr[-3000:]
-  got = json.loads(result.stdout.strip().splitlines()[-1])
-  assert got["errors"] == [message for _, message in cases]
-  assert "Running evaluation: 7 examples" in result.stderr
-  assert "training set" not in result.stderr  # nothing to say of a training set not read
-  tpu = got["tpu"]
-  assert tpu["windows"] > tpu["examples"] and tpu["records"] % 4 == 0
-  assert tpu["records"] > tpu["windows"] and tpu["padding_real"] == [0] and tpu["real"] == [1]
-  # Regression: one pooled prediction per example, the eval loss from the same predictions.
+  return data
+
+
+def _classifier_hooks(options, **values):
+  """run_classifier's ClassifierHooks on flags `values` (the rest at their defaults) and the
+  RunOptions `options`."""
+  import types
+
+  from bert_tf.tasks.glue.hooks import ClassifierHooks
+  flags = dict(task_name="STS-B", data_dir=None, xnli_language="zh", write_glue_submission=False,
+               long_document="truncate", doc_stride=None, window_pooling=None,
+               window_training=None, max_train_windows=None)
+  flags.update(values)
+  return ClassifierHooks(types.SimpleNamespace(**flags), options)
+
+
+@pytest.mark.parametrize("values, expected", [
+    (dict(long_document="windows", doc_stride=0),
+     "--doc_stride must be a positive integer, got 0."),
+    (dict(doc_stride=64),
+     "--doc_stride=64 is for --long_document=windows; drop it or add --long_document=windows."),
+    (dict(window_pooling="max"),
+     "--window_pooling=max is for --long_document=windows; drop it or add "
+     "--long_document=windows."),
+    (dict(task_name="MRPC", long_document="windows", max_seq_length=4),
+     "--max_seq_length=4 leaves no room for a window of text_a beside text_b ([CLS] a [SEP] b "
+     "[SEP]); --long_document=windows on MRPC needs at least 5."),
+    (dict(long_document="windows", window_pooling="any"),
+     "--window_pooling=any picks the window least likely to be the first label, and STS-B has "
+     "no labels (regression); use mean or max."),
+    (dict(window_training="document"),
+     "--window_training=document is for --long_document=windows; drop it or add "
+     "--long_document=windows."),
+    (dict(long_document="windows", max_train_windows=0, window_training="document"),
+     "--max_train_windows must be a positive integer, got 0."),
+    (dict(long_document="windows", window_training="window", max_train_windows=4),
+     "--max_train_windows=4 is for --window_training=document; drop it."),
+    (dict(do_train=True, long_document="windows", jit_compile=True,
+          window_training="document"),
+     "--window_training=document runs each batch's real windows only, a count that changes "
+     "from batch to batch, which XLA cannot compile; drop --jit_compile or add "
+     "--window_training=first."),
+    (dict(task_name="QNLI", long_document="windows"),
+     "--long_document=windows cuts text_a into windows, but QNLI's text_a is a question and "
+     "its long text is text_b (SQuAD-style); use --long_document=truncate, or run_squad.py "
+     "for long passages."),
+])
+def test_bad_window_flags_are_one_line(tmp_path, values, expected):
+  from bert_tf.errors import UserInputError
+  from bert_tf.runner import RunOptions
+  values = dict(values)
+  options = RunOptions(
+      max_seq_length=values.pop("max_seq_length", 24), do_train=values.pop("do_train", False),
+      do_eval=True, jit_compile=values.pop("jit_compile", False),
+      output_dir=str(tmp_path / "out"))
+  hooks = _classifier_hooks(options, **values)
+  with pytest.raises(UserInputError) as error:
+    hooks.check(options)
+  assert str(error.value) == expected
+
+
+def test_tpu_pads_eval_windows_to_whole_batches(tmp_path, tokenizer):
+  """On TPUs eval windows are padded to whole batches with records that are no example, after
+  the real windows (the ones window_counts counts, which the pooling reads)."""
+  from bert_tf.runner import Run, RunOptions
+  options = RunOptions(max_seq_length=24, do_eval=True, eval_batch_size=4, strategy="tpu",
+                       output_dir=str(tmp_path / "out"))
+  hooks = _classifier_hooks(options, data_dir=str(_sts_b(tmp_path)), long_document="windows",
+                            doc_stride=5, window_pooling="max")
+  hooks.check(options)
+  run = Run(options, None, None, tokenizer)
+  examples = hooks.read_examples(run, "eval")
+  records = [example_codec.parse_example(r) for r in hooks.encode(run, "eval", examples)]
+  windows_written = sum(hooks.window_counts(run, examples))
+  assert windows_written > len(examples) == 7
+  assert len(records) % 4 == 0 and len(records) - windows_written in (1, 2, 3)
+  assert {r["is_real_example"][0] for r in records[:windows_written]} == {1}
+  assert {r["is_real_example"][0] for r in records[windows_written:]} == {0}
+
+
+@pytest.mark.slow
+def test_regression_windows_evaluate_and_predict_by_max(tmp_path, script_session):
+  """STS-B (regression) read as windows pooled by max: one prediction per example, eval_loss
+  the squared error of the same predictions."""
+  data = _sts_b(tmp_path)
+  done = script_session("run_classifier.py")(
+      "--task_name=STS-B", "--data_dir=%s" % data, "--vocab_file=%s" % VOCAB_UNCASED,
+      "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+      "--max_seq_length=24", "--eval_batch_size=4", "--output_dir=%s" % (tmp_path / "out"),
+      "--do_eval", "--do_predict", "--long_document=windows", "--doc_stride=5",
+      "--window_pooling=max")
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert "Running evaluation: 7 examples" in done.stderr
+  assert "training set" not in done.stderr  # nothing to say of a training set not read
   eval_results = _results(tmp_path / "out" / "eval_results.txt")
   assert sorted(eval_results) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step",
                                   "loss"]

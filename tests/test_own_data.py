@@ -650,21 +650,19 @@ def test_the_exports_multi_label_pooling_equals_the_runners(pooling):
                                                   multi_label=True), rtol=1e-6)
 
 
-def _own_hooks(**values):
-  """run_classifier's OwnDataHooks on flags `values` (the rest at their defaults)."""
-  import sys
+def _own_hooks(options, **values):
+  """run_classifier's OwnDataHooks on flags `values` (the rest at their defaults) and the
+  RunOptions `options`."""
   import types
 
-  from helpers import ROOT
-  sys.path.insert(0, ROOT)
-  import run_classifier
+  from bert_tf.tasks.own_data.hooks import OwnDataHooks
   flags = dict(train_file=None, eval_file=None, predict_file=None, text_column="text",
                text_b_column=None, label_column="label", id_column=None, labels=None,
                problem_type=None, label_delimiter="|", threshold=None, class_weights="none",
                long_document="windows", doc_stride=None, window_pooling=None,
                window_training=None, max_train_windows=None)
   flags.update(values)
-  return run_classifier.OwnDataHooks(types.SimpleNamespace(**flags))
+  return OwnDataHooks(types.SimpleNamespace(**flags), options)
 
 
 LONG = "a b c d e f g h i j"  # ten words, each one piece of the uncased vocab
@@ -682,15 +680,15 @@ def test_own_windows_single_label_records_pooling_and_weighted_loss(tmp_path):
   from bert_tf.runner import Run, RunOptions
   from bert_tf.tasks.own_data import model
   path = _write(tmp_path, "t.csv", "text,label\n%s,pos\nb c,neg\n" % LONG)
-  hooks = _own_hooks(train_file=path, eval_file=path, class_weights="2,0.5",
-                     doc_stride=4, max_train_windows=2, window_training="document")
   options = RunOptions(max_seq_length=8, do_train=True, do_eval=True,
                        output_dir=str(tmp_path / "out"), train_batch_size=2)
+  hooks = _own_hooks(options, train_file=path, eval_file=path, class_weights="2,0.5",
+                     doc_stride=4, max_train_windows=2, window_training="document")
   hooks.check(options)
   run = Run(options, None, None, tokenization.FullTokenizer(VOCAB_UNCASED, True))
-  train = [example_codec.parse_example(r)
-           for r in hooks.encode(run, "train", hooks.read_examples(run, "train"))]
-  assert hooks.window_counts["train"] == [2, 1]  # 6 pieces a window, 4 apart: 0-6, 4-10
+  rows = hooks.read_examples(run, "train")
+  train = [example_codec.parse_example(r) for r in hooks.encode(run, "train", rows)]
+  assert hooks.window_counts(run, rows) == [2, 1]  # 6 pieces a window, 4 apart: 0-6, 4-10
   assert [len(r["input_ids"]) for r in train] == [16, 16]  # two windows end to end
   assert [r["label_ids"] for r in train] == [[1], [0]]  # labels sorted: neg, pos
   assert train[1]["input_mask"][8:] == [0] * 8  # an empty window after its one
@@ -698,7 +696,7 @@ def test_own_windows_single_label_records_pooling_and_weighted_loss(tmp_path):
   examples = hooks.read_examples(run, "eval")
   assert len(list(hooks.encode(run, "eval", examples))) == 3
   logits = np.array([[1.0, 3.0], [3.0, -1.0], [0.0, 2.0]], np.float32)
-  values = hooks.row_values(run, "eval", {"logits": logits}, 2)
+  values = hooks.row_values(run, examples, {"logits": logits})
   mean = np.array([[2.0, 1.0], [0.0, 2.0]])
   np.testing.assert_allclose(values, np.exp(mean) / np.exp(mean).sum(1, keepdims=True),
                              rtol=1e-6)
@@ -728,11 +726,11 @@ def test_own_windows_regression_pools_predictions(tmp_path):
   from bert_tf.tasks.own_data import model
   path = _write(tmp_path, "r.jsonl", '{"text": "%s", "label": 1.5}\n{"text": "a", "label": 0.5}'
                 '\n' % LONG)
-  hooks = _own_hooks(train_file=path, eval_file=path, predict_file=path, doc_stride=4,
-                     window_pooling="max", window_training="window")
   options = RunOptions(max_seq_length=8, do_train=True, do_eval=True, do_predict=True,
                        output_dir=str(tmp_path / "out"), train_batch_size=2,
                        num_train_epochs=2.0, warmup_proportion=0.0)
+  hooks = _own_hooks(options, train_file=path, eval_file=path, predict_file=path, doc_stride=4,
+                     window_pooling="max", window_training="window")
   hooks.check(options)
   run = Run(options, None, None, tokenization.FullTokenizer(VOCAB_UNCASED, True))
   rows = hooks.read_examples(run, "train")
@@ -741,7 +739,7 @@ def test_own_windows_regression_pools_predictions(tmp_path):
   assert hooks.train_steps(run, rows)[0] == 3  # 3 windows (not 2 rows), batches of 2, 2 epochs
   predict = hooks.read_examples(run, "predict")
   assert len(list(hooks.encode(run, "predict", predict))) == 3
-  values = hooks.row_values(run, "predict", {"predictions": np.array([0.25, 2.0, -1.0, 9.0])}, 2)
+  values = hooks.row_values(run, predict, {"predictions": np.array([0.25, 2.0, -1.0, 9.0])})
   np.testing.assert_array_equal(values, [2.0, -1.0])  # batch padding after the real windows
   examples = hooks.read_examples(run, "eval")
   assert len(list(hooks.encode(run, "eval", examples))) == 3
@@ -770,7 +768,7 @@ def test_own_windows_bad_flags_are_one_line(tmp_path, values, expected):
   values = dict(values)
   options = RunOptions(max_seq_length=values.pop("max_seq_length", 16), do_train=True,
                        output_dir=str(tmp_path / "out"))
-  hooks = _own_hooks(train_file=path, **values)
+  hooks = _own_hooks(options, train_file=path, **values)
   assert _error(hooks.check, options) == expected
 
 
@@ -863,8 +861,8 @@ def test_own_windows_weights_read_without_windows_warn(tmp_path, caplog):
   _state(out, {"problem_type": "single_label", "labels": ["neg", "pos"], "train_data": {},
                "long_document": "windows", "doc_stride": 6})
   path = _write(tmp_path, "e.csv", "text,label\nhi,pos\n")
-  hooks = _own_hooks(eval_file=path, long_document="truncate")
-  hooks.check(RunOptions(max_seq_length=16, do_eval=True, output_dir=str(out)))
+  options = RunOptions(max_seq_length=16, do_eval=True, output_dir=str(out))
+  _own_hooks(options, eval_file=path, long_document="truncate").check(options)
   assert ("were trained with --long_document=windows --doc_stride=6; this run reads its texts "
           "with --long_document=truncate (allowed; pass --long_document=windows --doc_stride=6 "
           "to read them as training did)") in caplog.text
@@ -880,23 +878,27 @@ def test_own_windows_pool_by_any_for_multi_label_by_default(tmp_path):
   options = RunOptions(max_seq_length=8, do_train=True, output_dir=str(tmp_path / "out"))
   for path, pooling, expected in ((multi, None, "any"), (single, None, "mean"),
                                   (multi, "mean", "mean")):
-    hooks = _own_hooks(train_file=path, window_pooling=pooling)
+    hooks = _own_hooks(options, train_file=path, window_pooling=pooling)
     hooks.check(options)
     assert hooks.windows.pooling == expected, (path, pooling)
 
 
 def test_own_windows_any_on_sorted_single_labels_warns(tmp_path, caplog):
   """any reads the first label as the 'no'; sorted labels may put the topic first ('corn' <
-  'other'): the log names it and the fix, unless --labels set the order."""
+  'other'): the log names it and the fix, unless --labels set the order or the pooling is
+  not any."""
   import logging
 
   from bert_tf.runner import RunOptions
   caplog.set_level(logging.WARNING, logger="absl")
   single = _write(tmp_path, "s.csv", "text,label\na b,other\nc,corn\n")
   options = RunOptions(max_seq_length=8, do_train=True, output_dir=str(tmp_path / "out"))
-  _own_hooks(train_file=single, window_pooling="any").check(options)
+  _own_hooks(options, train_file=single, window_pooling="any").check(options)
   assert "reads the first label, 'corn', as the 'no'" in caplog.text
   assert "(labels now: corn,other)" in caplog.text
   caplog.clear()
-  _own_hooks(train_file=single, window_pooling="any", labels=["other", "corn"]).check(options)
+  _own_hooks(options, train_file=single, window_pooling="any",
+             labels=["other", "corn"]).check(options)
+  assert "as the 'no'" not in caplog.text
+  _own_hooks(options, train_file=single).check(options)  # pools by mean: no 'no' label
   assert "as the 'no'" not in caplog.text

@@ -174,9 +174,11 @@ class TaskHooks:
 
 def main(hooks_class, script, required_flags):
   """A runner script's main: its required flags checked, then run_task on the options of the
-  shared flags, with `hooks_class` given the flags `script` (its module) defines itself."""
+  shared flags, with hooks_class(task_flags, options): the flags `script` (its module) defines
+  itself, and the options."""
   cli.require_flags(flags.FLAGS, *required_flags)
-  run_task(RunOptions.from_flags(flags.FLAGS), hooks_class(shared_flags.task_flags(script)))
+  options = RunOptions.from_flags(flags.FLAGS)
+  run_task(options, hooks_class(shared_flags.task_flags(script), options))
 
 
 def run_task(options, hooks):

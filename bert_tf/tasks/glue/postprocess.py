@@ -1,7 +1,9 @@
 """GLUE dev-set metrics from all of a run's predictions: F1, Matthews correlation, Pearson and
-Spearman, computed as GLUE reports them for each task."""
+Spearman, computed as GLUE reports them for each task; and the GLUE submission file."""
 
+from absl import logging
 import numpy as np
+import tensorflow as tf
 
 # The dev-set metric GLUE reports for each task (besides accuracy).
 GLUE_METRICS = {"cola": "matthews_corrcoef", "mrpc": "f1", "qqp": "f1", "sts-b": "pearson_spearman"}
@@ -29,6 +31,29 @@ def glue_metrics(task_name, predictions, labels):
     return {"eval_pearson": _pearson(predictions, labels),
             "eval_spearman": _pearson(_ranks(predictions), _ranks(labels))}
   return {}
+
+
+# The file name of each task's predictions in a GLUE submission (<name>.tsv).
+SUBMISSION_NAMES = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B",
+                    "qqp": "QQP", "mnli": "MNLI-m", "mnli-mm": "MNLI-mm", "qnli": "QNLI",
+                    "rte": "RTE", "wnli": "WNLI", "xnli": "XNLI"}
+
+
+def submission_name(task_name):
+  """<TASK>.tsv, the name GLUE's submission expects for the task's predictions."""
+  return SUBMISSION_NAMES.get(task_name, task_name.upper()) + ".tsv"
+
+
+def write_submission(path, values, label_list):
+  """GLUE's submission format: `index<TAB>prediction` per example, the label of the highest
+  probability of each row of `values` (regression, `label_list` None: its score, 3 places)."""
+  with tf.io.gfile.GFile(path, "w") as writer:
+    writer.write("index\tprediction\n")
+    for index, row in enumerate(values):
+      prediction = ("%.3f" % row[0] if label_list is None
+                    else label_list[int(np.argmax(row))])
+      writer.write("%d\t%s\n" % (index, prediction))
+  logging.info("Wrote the GLUE submission file %s", path)
 
 
 def _pearson(x, y):

@@ -67,28 +67,35 @@ class WindowOptions:
     return self.training == "first"
 
 
-def options_from_flags(f, options, what, text_pair, regression=False, multi_label=False):
+def window_options(f, multi_label=False):
   """The WindowOptions of run_classifier's windows flags `f` (None with
-  --long_document=truncate), checked against the run's `options`; `what` names the data in
-  an error (a GLUE task, or your file), `text_pair`: it reads pairs, `regression`: it has no
-  labels (the GLUE tasks' and your own files' one check of these flags). A multi-label run
-  pools by `any` unless told otherwise (a label is present when a window says so: it beat
-  truncate on Reuters grain+corn, where mean lost; docs/runners.md); the others by mean, as
-  `any` needs the single-label "no" first."""
+  --long_document=truncate), unchecked (check_flags says what is wrong with them). A
+  multi-label run pools by `any` unless told otherwise (a label is present when a window says
+  so: it beat truncate on Reuters grain+corn, where mean lost; docs/runners.md); the others by
+  mean, as `any` needs the single-label "no" first."""
+  if f.long_document != "windows":
+    return None
+  return WindowOptions(
+      DEFAULT_DOC_STRIDE if f.doc_stride is None else f.doc_stride,
+      f.window_pooling or ("any" if multi_label else DEFAULT_POOLING),
+      f.window_training or DEFAULT_TRAINING,
+      DEFAULT_MAX_TRAIN_WINDOWS if f.max_train_windows is None else f.max_train_windows)
+
+
+def check_flags(f, options, what, text_pair, regression=False, multi_label=False):
+  """Checks run_classifier's windows flags `f` against the run's `options`; `what` names the
+  data in an error (a GLUE task, or your file), `text_pair`: it reads pairs, `regression`: it
+  has no labels (the GLUE tasks' and your own files' one check of these flags)."""
   if f.long_document != "windows":
     for name in FLAGS:
       if getattr(f, name) is not None:
         raise UserInputError("--%s=%s is for --long_document=windows; drop it or add "
                              "--long_document=windows." % (name, getattr(f, name)))
-    return None
-  training = f.window_training or DEFAULT_TRAINING
-  if f.max_train_windows is not None and training != "document":
+    return
+  windows = window_options(f, multi_label)
+  if f.max_train_windows is not None and not windows.by_document:
     raise UserInputError("--max_train_windows=%d is for --window_training=document; drop "
                          "it." % f.max_train_windows)
-  windows = WindowOptions(
-      DEFAULT_DOC_STRIDE if f.doc_stride is None else f.doc_stride,
-      f.window_pooling or ("any" if multi_label else DEFAULT_POOLING), training,
-      DEFAULT_MAX_TRAIN_WINDOWS if f.max_train_windows is None else f.max_train_windows)
   checks.check_positive("doc_stride", windows.doc_stride)
   checks.check_positive("max_train_windows", windows.max_train_windows)
   if windows.by_document and options.do_train and (
@@ -106,7 +113,6 @@ def options_from_flags(f, options, what, text_pair, regression=False, multi_labe
                          "text_b ([CLS] a [SEP] b [SEP]); --long_document=windows on %s needs "
                          "at least %d." % (options.max_seq_length, what,
                                            min_seq_length(text_pair)))
-  return windows
 
 
 # Below this many training steps windows lost to truncate with every rule and pooling measured
