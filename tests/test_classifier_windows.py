@@ -112,6 +112,10 @@ def test_pooling_hand_worked():
   # (label 1 over 0) +1 and -3 -> window 0; example 1: -2, +0.5, +1 -> its last window.
   topic = np.array([[1.0, 2.0], [3.0, 0.0], [2.0, 0.0], [0.0, 0.5], [1.0, 2.0]], np.float32)
   np.testing.assert_array_equal(windows.pool(topic, [2, 3], "any"), [[1.0, 2.0], [1.0, 2.0]])
+  # With label 1 the "no" (a presence label second in order): the window least likely to be
+  # label 1 decides. Example 0: margins +1, -3 -> window 1; example 1: -2, +0.5, +1 -> window 0.
+  np.testing.assert_array_equal(windows.pool(topic, [2, 3], "any", no_label=1),
+                                [[3.0, 0.0], [2.0, 0.0]])
   # Three labels: the lowest p(label 0) is window 1's (log-softmax -4.07 against -2.31).
   three = np.array([[0.0, 2.0, 0.5], [-1.0, 0.0, 3.0]], np.float32)
   np.testing.assert_array_equal(windows.pool(three, [2], "any"), [[-1.0, 0.0, 3.0]])
@@ -128,8 +132,11 @@ def test_pooling_hand_worked():
       "4 examples, 7 windows (2 examples longer than a window gave 5 of them)")
 
 
-@pytest.mark.parametrize("pooling", ["mean", "max", "any"])
-def test_in_graph_pooling_is_per_row(pooling, graph_tokenizer):
+POOLINGS = [("mean", 0), ("max", 0), ("any", 0), ("any", 1)]  # (pooling, the "no" label)
+
+
+@pytest.mark.parametrize("pooling,no_label", POOLINGS)
+def test_in_graph_pooling_is_per_row(pooling, no_label, graph_tokenizer):
   graph = graph_tokenizer
   texts = tf.constant([LETTERS, "a", LETTERS + " " + LETTERS])
 
@@ -138,17 +145,19 @@ def test_in_graph_pooling_is_per_row(pooling, graph_tokenizer):
     return tf.stack([ids[:, 1], tf.reduce_sum(tf.cast(features["input_mask"], tf.float32), 1)],
                     axis=1)
 
-  pooled = glue_export.windowed_logits(graph, texts, None, 6, glue.WindowOptions(2, pooling),
-                                       logits_of).numpy()
+  pooled = glue_export.windowed_logits(
+      graph, texts, None, 6, glue.WindowOptions(2, pooling, no_label=no_label),
+      logits_of).numpy()
   features, rows = glue_export.window_features(graph, texts, None, 6, 2)
   per_window = logits_of(features).numpy()
   counts = np.bincount(rows.numpy())
-  np.testing.assert_allclose(pooled, windows.pool(per_window, counts, pooling), rtol=1e-6)
+  np.testing.assert_allclose(pooled, windows.pool(per_window, counts, pooling, no_label=no_label),
+                             rtol=1e-6)
   assert counts.tolist() == [4, 1, 9]
 
 
-@pytest.mark.parametrize("pooling", ["mean", "max", "any"])
-def test_training_pooling_equals_the_prediction_pooling(pooling):
+@pytest.mark.parametrize("pooling,no_label", POOLINGS)
+def test_training_pooling_equals_the_prediction_pooling(pooling, no_label):
   """model.pool_windows on [documents, windows, labels] with empty windows padding the rest
   gives glue/windows.pool's answer on the real windows alone, whatever the padding holds."""
   rng = np.random.default_rng(7)
@@ -156,8 +165,10 @@ def test_training_pooling_equals_the_prediction_pooling(pooling):
   real = np.arange(4)[None, :] < np.array(counts)[:, None]
   logits = rng.normal(size=(4, 4, 3)).astype(np.float32) * 3
   padded = np.where(real[..., None], logits, 1e3)  # padding that would win every pooling
-  pooled = glue_model.pool_windows(tf.constant(padded), tf.constant(real), pooling).numpy()
-  np.testing.assert_allclose(pooled, windows.pool(logits[real], counts, pooling), rtol=1e-6)
+  pooled = glue_model.pool_windows(tf.constant(padded), tf.constant(real), pooling,
+                                   no_label=no_label).numpy()
+  np.testing.assert_allclose(pooled, windows.pool(logits[real], counts, pooling,
+                                                  no_label=no_label), rtol=1e-6)
 
 
 def test_document_features_hand_worked(tokenizer):
@@ -376,7 +387,9 @@ def test_training_on_the_first_window_is_truncate_training(tmp_path, tokenizer, 
   assert ("--window_training=first: training reads each document's first window (the records "
           "of truncate); evaluation, prediction and the export pool all of its windows by "
           "mean.") in first.stderr
-  assert first.stderr.count("--long_document=windows may lose to truncate here: ") == 2
+  # The few steps only: a GLUE task's pooling is not judged (its labels' shares are not read).
+  assert first.stderr.count("--long_document=windows may lose to truncate here: ") == 1
+  assert "training steps: below 50" in first.stderr
   reader = {name: tf.train.load_checkpoint(str(tmp_path / name)) for name in ("t", "w")}
   names = [n for n, _ in tf.train.list_variables(str(tmp_path / "t")) if n.startswith(("bert/",
                                                                                        "output"))]
@@ -649,14 +662,21 @@ def test_regression_windows_evaluate_and_predict_by_max(tmp_path, script_session
 
 
 def test_the_log_warns_where_windows_measured_worse():
-  """docs/runners.md's measurements: mean or max pooling on a classification task, and a
-  budget of few steps; neither for any pooling over enough steps, nor pooling of regression."""
+  """docs/runners.md's measurements: on a yes/no file with a presence label, mean or max
+  pooling lost to truncate; without one (balanced), any did; a budget of few steps lost with
+  every pooling. Nothing for the measured winners, for regression or multi-label, or for a
+  GLUE task whose labels' shares are not worked out."""
   mean = windows.WindowOptions(pooling="mean")
-  anyway = windows.WindowOptions(pooling="any")
-  assert windows.risks(anyway, 200, False) == []
-  assert windows.risks(mean, 200, True) == []
-  (pooling,) = windows.risks(mean, 200, False)
-  assert pooling.startswith("--window_pooling=mean: on yes/no topics")
-  (budget,) = windows.risks(anyway, 13, False)
+  anyway = windows.WindowOptions(pooling="any", no_label=1)
+  assert windows.risks(anyway, 200, False, presence=1) == []
+  assert windows.risks(mean, 200, False, presence=None) == []
+  assert windows.risks(mean, 200, True, presence=None) == []
+  assert windows.risks(anyway, 200, False, multi_label=True, presence=None) == []
+  assert windows.risks(mean, 200, False) == []  # GLUE: presence not worked out
+  (pooling,) = windows.risks(mean, 200, False, presence=1)
+  assert pooling.startswith("--window_pooling=mean on a yes/no file whose 'no' holds most")
+  (balanced,) = windows.risks(anyway, 200, False, presence=None)
+  assert balanced.startswith("--window_pooling=any with no label holding most rows")
+  (budget,) = windows.risks(anyway, 13, False, presence=1)
   assert budget.startswith("13 training steps: below 50")
-  assert len(windows.risks(mean, 13, False)) == 2
+  assert len(windows.risks(mean, 13, False, presence=1)) == 2

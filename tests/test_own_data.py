@@ -902,3 +902,46 @@ def test_own_windows_any_on_sorted_single_labels_warns(tmp_path, caplog):
   assert "as the 'no'" not in caplog.text
   _own_hooks(options, train_file=single).check(options)  # pools by mean: no 'no' label
   assert "as the 'no'" not in caplog.text
+
+
+def test_presence_label_is_the_majority_of_a_two_label_file_whatever_the_order():
+  """A two-label file whose majority label holds at least 80% of the rows reads as presence
+  (a topic and its 'no'); by count, so the label order (sorted or --labels) does not matter."""
+  from bert_tf.tasks.own_data import labels
+  rows = data.with_labels("f", _labeled(["other"] * 4 + ["corn"]), "single_label", "|")
+  assert labels.presence_label(rows, "single_label", ["corn", "other"]) == "other"
+  assert labels.presence_label(rows, "single_label", ["other", "corn"]) == "other"
+  three_of_four = data.with_labels("f", _labeled(["other"] * 3 + ["corn"]), "single_label", "|")
+  assert labels.presence_label(three_of_four, "single_label", ["corn", "other"]) is None
+  three = data.with_labels("f", _labeled(["a"] * 9 + ["b", "c"]), "single_label", "|")
+  assert labels.presence_label(three, "single_label", ["a", "b", "c"]) is None
+  assert labels.presence_label(rows, "regression", None) is None
+
+
+def test_own_windows_pool_by_any_with_the_presence_label_as_the_no(tmp_path, caplog):
+  """With a presence label, single-label windows pool by any and read that label as the 'no'
+  whatever its place in the label order; the run records it, so a run that only predicts pools
+  alike; a balanced file pools by mean."""
+  import logging
+
+  from bert_tf.runner import RunOptions
+  from bert_tf.tasks.own_data import labels
+  caplog.set_level(logging.WARNING, logger="absl")
+  topic = _write(tmp_path, "t.csv", "text,label\n" + "a b,other\n" * 4 + "c,corn\n")
+  balanced = _write(tmp_path, "b.csv", "text,label\na b,other\nc,corn\n")
+  options = RunOptions(max_seq_length=8, do_train=True, output_dir=str(tmp_path / "out"))
+  for path, given, expected in ((topic, None, ("any", 1)), (topic, ["other", "corn"], ("any", 0)),
+                                (balanced, None, ("mean", 0))):
+    hooks = _own_hooks(options, train_file=path, labels=given)
+    hooks.check(options)
+    assert (hooks.windows.pooling, hooks.windows.no_label) == expected, (path, given)
+  assert "as the 'no'" not in caplog.text  # the 'no' is the presence label, not the first
+  hooks = _own_hooks(options, train_file=topic)
+  os.makedirs(options.output_dir)
+  labels.write(options.output_dir, hooks.schema())
+  predicting = RunOptions(max_seq_length=8, do_predict=True, output_dir=options.output_dir)
+  predict = _write(tmp_path, "p.csv", "text\nx y\n")
+  later = _own_hooks(predicting, predict_file=predict)
+  later.check(predicting)
+  assert later.schema().no_label == "other"
+  assert (later.windows.pooling, later.windows.no_label) == ("any", 1)

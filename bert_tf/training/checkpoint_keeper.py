@@ -35,7 +35,8 @@ from bert_tf.errors import UserInputError, io_reason
 # and saving cadence are bookkeeping; how a classifier pools its windows' logits is applied
 # at evaluation and prediction only).
 CHANGEABLE_SETTINGS = ("num_train_epochs", "num_train_steps", "save_checkpoints_steps",
-                       "iterations_per_loop", "window_pooling")  # pooling: logged
+                       "iterations_per_loop",
+                       "window_pooling", "window_no_label")  # pooling: logged
 # Settings a run records only when they are not the default (every state saved before
 # they existed was made with the default): absent, on either side, compares as the default.
 # (window_training: states saved before it was recorded trained every window on its own.)

@@ -112,6 +112,8 @@ def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_leng
   if windows:
     metadata.update(long_document="windows", doc_stride=windows.doc_stride,
                     window_pooling=windows.pooling)
+    if windows.no_label:
+      metadata["window_no_label"] = label_list[windows.no_label]
   return export.save_serving_module(export_dir, module, signatures, metadata,
                                     overwrite=overwrite)
 
@@ -169,8 +171,8 @@ def windowed_logits(tokenizer, text_a, text_b, max_seq_length, windows, logits_o
   features, row = window_features(tokenizer, text_a, text_b, max_seq_length, windows.doc_stride)
   logits, rows = logits_of(features), tf.size(text_a)
   pooling = glue_windows.label_pooling(windows.pooling, multi_label)
-  if pooling == "any":  # the window least likely to be the first label, the earliest
-    first = tf.nn.log_softmax(logits)[:, 0]
+  if pooling == "any":  # the window least likely to be the "no" label, the earliest
+    first = tf.nn.log_softmax(logits)[:, windows.no_label]
     lowest = tf.gather(tf.math.unsorted_segment_min(first, row, rows), row)
     window = tf.range(tf.size(row, out_type=tf.int64))
     chosen = tf.math.unsorted_segment_min(tf.where(first <= lowest, window, tf.size(

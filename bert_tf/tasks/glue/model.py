@@ -27,13 +27,14 @@ class ClassifierModel(base.TaskModel):
   multi_label = False  # True: each label's logit pools on its own (windows.label_pooling)
 
   def __init__(self, config, use_one_hot_embeddings=False, dtype=None, num_labels=2,
-               regression=False, window_pooling=None, **kwargs):
+               regression=False, window_pooling=None, window_no_label=0, **kwargs):
     if regression and num_labels != 1:
       raise ValueError("A regression ClassifierModel has one output, got num_labels=%d."
                        % num_labels)
     self._num_labels = num_labels
     self.regression = bool(regression)
     self.window_pooling = window_pooling
+    self.window_no_label = int(window_no_label)
     super().__init__(config, use_one_hot_embeddings, dtype=dtype, **kwargs)
     if window_pooling:
       self.supports_jit = False  # the batch's count of non-empty windows is dynamic
@@ -43,6 +44,8 @@ class ClassifierModel(base.TaskModel):
               "regression": self.regression}
     if self.window_pooling:
       config["window_pooling"] = self.window_pooling
+    if self.window_no_label:
+      config["window_no_label"] = self.window_no_label
     return config
 
   def create_heads(self):
@@ -70,7 +73,8 @@ class ClassifierModel(base.TaskModel):
     logits = self.call({k: tf.gather_nd(v, kept) for k, v in flat.items()}, training)
     scattered = tf.scatter_nd(kept, logits, (shape[0] * shape[1], tf.shape(logits)[-1]))
     return pool_windows(tf.reshape(scattered, (shape[0], shape[1], -1)),
-                        tf.reshape(real, shape[:2]), self.window_pooling, self.multi_label)
+                        tf.reshape(real, shape[:2]), self.window_pooling, self.multi_label,
+                        self.window_no_label)
 
   loss_weights = base.real_example_loss("classification")
 
@@ -83,14 +87,14 @@ class ClassifierModel(base.TaskModel):
     return {"classification": loss}
 
 
-def pool_windows(logits, real, pooling, multi_label=False):
+def pool_windows(logits, real, pooling, multi_label=False, no_label=0):
   """[B, W, C] window logits, [B, W] real windows -> [B, C]: their mean, their max per
-  label, or (`any`) the real window least likely to be the first label (`multi_label`: the
+  label, or (`any`) the real window least likely to be the label `no_label` (`multi_label`: the
   max of each label's logit, windows.label_pooling); a document has at least one real
   window. glue/windows.pool in graph ops."""
   pooling = label_pooling(pooling, multi_label)
   if pooling == "any":
-    first = logits[..., 0] - tf.reduce_logsumexp(logits, axis=-1)
+    first = logits[..., no_label] - tf.reduce_logsumexp(logits, axis=-1)
     first = tf.where(real, first, tf.fill(tf.shape(first), float("inf")))
     return tf.gather(logits, tf.argmin(first, axis=1, output_type=tf.int32), batch_dims=1)
   if pooling == "max":
@@ -120,7 +124,7 @@ class ClassificationTask(base.Task):
   def model_args(self):
     args = {"num_labels": self.num_labels, "regression": self.regression}
     if self.windows:
-      args["window_pooling"] = self.windows.pooling
+      args.update(window_pooling=self.windows.pooling, window_no_label=self.windows.no_label)
     return args
 
   def model_features(self, features):

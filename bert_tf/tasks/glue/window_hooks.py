@@ -25,6 +25,7 @@ class WindowHooks(runner.TaskHooks):
   between hooks."""
 
   trained_by = None  # the setting naming the data of a training run of these hooks
+  multi_label = False  # each label's logit pools on its own (own data's multi-label runs)
 
   def __init__(self, task_flags, options, text_pair):
     self.flags = task_flags
@@ -32,6 +33,11 @@ class WindowHooks(runner.TaskHooks):
     if task_flags.long_document == "windows":
       self.min_seq_length = glue_windows.min_seq_length(text_pair)
       self.one_record_per_example = False  # a long example gives several windows
+
+  def presence(self):
+    """The index of the label `any` reads as the "no" because it holds most training rows
+    (None: no such label; windows.UNKNOWN: not worked out, as for the GLUE tasks)."""
+    return glue_windows.UNKNOWN
 
   def layout(self, split):
     """How `split`'s records hold an example: TRUNCATED, WINDOWS or DOCUMENT (what `encode`
@@ -133,7 +139,8 @@ class WindowHooks(runner.TaskHooks):
       logging.info("--window_training=window: a batch is %d windows, each with its document's "
                    "label.", run.options.train_batch_size)
       steps = run.options.train_steps(sum(counts))
-    for risk in glue_windows.risks(self.windows, steps[0], self.regression):
+    for risk in glue_windows.risks(self.windows, steps[0], self.regression, self.multi_label,
+                                   self.presence()):
       logging.warning("--long_document=windows may lose to truncate here: %s See "
                       "docs/runners.md.", risk)
     return steps
@@ -164,6 +171,8 @@ class WindowHooks(runner.TaskHooks):
     settings = {"long_document": "windows", "doc_stride": self.windows.doc_stride,
                 "window_pooling": self.windows.pooling,
                 "window_training": self.windows.training}
+    if self.windows.no_label:
+      settings["window_no_label"] = self.windows.no_label
     if self.windows.by_document:
       settings["max_train_windows"] = self.windows.max_train_windows
     return settings
@@ -172,14 +181,18 @@ class WindowHooks(runner.TaskHooks):
     """How serving_default cuts and pools a long text."""
     if not self.windows:
       return {}
-    return {"doc_stride": self.windows.doc_stride, "window_pooling": self.windows.pooling}
+    settings = {"doc_stride": self.windows.doc_stride, "window_pooling": self.windows.pooling}
+    if self.windows.no_label:
+      settings["window_no_label"] = self.windows.no_label
+    return settings
 
   def pooled_values(self, run, examples, values, multi_label=False):
     """Per example, its windows' rows of `values` (logits; a regression's outputs) pooled
     (`multi_label`: each label's on its own); rows past the examples' windows (TPU padding,
     batch padding) are dropped."""
     counts = self.window_counts(run, examples)
-    return glue_windows.pool(values[:sum(counts)], counts, self.windows.pooling, multi_label)
+    return glue_windows.pool(values[:sum(counts)], counts, self.windows.pooling, multi_label,
+                             self.windows.no_label)
 
 
 def windows_flags(long_document, doc_stride):

@@ -75,4 +75,6 @@ def export_own_data(export_dir, model, vocab_file, do_lower_case, max_seq_length
   if windows:
     metadata.update(long_document="windows", doc_stride=windows.doc_stride,
                     window_pooling=windows.pooling)
+    if windows.no_label:
+      metadata["window_no_label"] = schema.labels[windows.no_label]
   return export.save_serving_module(export_dir, module, signatures, metadata)

@@ -57,7 +57,8 @@ class OwnDataHooks(WindowHooks):
     problem = self.window_problem()
     glue_windows.check_flags(self.flags, options, "this run", self.columns.text_b is not None,
                              problem == "regression", problem == "multi_label")
-    if problem == "single_label" and self.windows.pooling == "any" and not self.given:
+    if problem == "single_label" and self.windows.pooling == "any" and (
+        self.presence() is None and not self.given):
       labels = self.schema().labels
       logging.warning("--window_pooling=any reads the first label, %r, as the 'no': a row is "
                       "another label when any window says so. Labels are sorted unless "
@@ -68,15 +69,27 @@ class OwnDataHooks(WindowHooks):
 
   def window_problem(self):
     """The problem type where the windows depend on it (None elsewhere): the default pooling
-    (any for multi_label), and whether `any` can pool (not a regression)."""
+    (any for multi_label and a presence label), and whether `any` can pool (not a
+    regression)."""
     if self.flags.long_document == "windows" and self.flags.window_pooling in (None, "any"):
       return self.schema().problem_type
     return None
 
+  def presence(self):
+    """The index of the run's presence label (own_data.labels.presence_label), which `any`
+    reads as the "no"; None without one."""
+    if self.window_problem() != "single_label" or self.schema().no_label is None:
+      return None
+    return self.schema().labels.index(self.schema().no_label)
+
   @property
   def windows(self):
     """WindowOptions with --long_document=windows (None: truncate)."""
-    return glue_windows.window_options(self.flags, self.window_problem() == "multi_label")
+    return glue_windows.window_options(self.flags, self.multi_label, self.presence())
+
+  @property
+  def multi_label(self):
+    return self.window_problem() == "multi_label"
 
   @property
   def regression(self):

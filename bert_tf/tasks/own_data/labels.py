@@ -6,6 +6,7 @@ The training run records them in its settings (training_state/settings.json, com
 resume) and in LABELS_FILE beside its checkpoints.
 """
 
+import collections
 import dataclasses
 import json
 import os
@@ -40,12 +41,14 @@ class Schema:
   """What a model trained on the user's file predicts: the problem type, the label names in the
   order of its output rows (None for regression), the class weights of its loss and whether it
   reads text pairs (--text_b_column; None: not recorded). `threshold`: the multi-label
-  --threshold it was trained with (LABELS_FILE only: not a setting of the weights)."""
+  --threshold it was trained with, and `no_label`: its presence label (`presence_label`; None
+  without one), LABELS_FILE only: neither is a setting of the weights."""
   problem_type: str
   labels: Optional[list]
   class_weights: Optional[list] = None
   text_pair: Optional[bool] = None
   threshold: Optional[float] = None
+  no_label: Optional[str] = None
 
   def record(self):
     return {"problem_type": self.problem_type, "labels": self.labels,
@@ -88,7 +91,31 @@ def from_training(path, rows, problem_type, given, delimiter, weights_spec, text
   if class_weights:
     logging.info("Class weights (--class_weights=%s): %s", weights_spec, ", ".join(
         "%s=%.4g" % (name, w) for name, w in zip(labels, class_weights)))
-  return Schema(problem_type, labels, class_weights, text_pair)
+  no_label = presence_label(rows, problem_type, labels)
+  if no_label is not None:
+    logging.info("Presence label: %r holds most training rows (at least %d%%): with "
+                 "--long_document=windows, a row is the other label when any window says "
+                 "so.", no_label, 100 * PRESENCE_SHARE)
+  return Schema(problem_type, labels, class_weights, text_pair, no_label=no_label)
+
+
+# A two-label file whose majority label holds at least this share of the training rows reads
+# as presence: the other label is a topic a document has or not (Reuters grain 93%, corn 97%
+# "other"), and --long_document=windows pools by `any` with the majority label as the "no". On
+# a balanced file (50%) `any` lost to mean; shares between were not measured
+# (docs/runners.md).
+PRESENCE_SHARE = 0.8
+
+
+def presence_label(rows, problem_type, labels):
+  """The majority label of a single-label run with two labels when it holds at least
+  PRESENCE_SHARE of the rows, else None: where it is, windows' `any` reads it as the "no",
+  whatever the label order."""
+  if problem_type != "single_label" or len(labels) != 2:
+    return None
+  counts = collections.Counter(row.label for row in rows)
+  label, count = max(((name, counts[name]) for name in labels), key=lambda item: item[1])
+  return label if count >= PRESENCE_SHARE * len(rows) else None
 
 
 def recorded(output_dir, init_checkpoint):
@@ -171,8 +198,12 @@ def _schema(record):
   labels, threshold = record.get("labels"), record.get("threshold")
   if threshold is not None and not (isinstance(threshold, (int, float)) and 0 < threshold < 1):
     raise ValueError("threshold %r is not between 0 and 1" % (threshold,))
+  no_label = record.get("no_label")
+  if no_label is not None and (not labels or str(no_label) not in map(str, labels)):
+    raise ValueError("no_label %r is not one of the labels" % (no_label,))
   return Schema(record["problem_type"], None if labels is None else [str(x) for x in labels],
-                record.get("class_weights"), record.get("text_pair"), threshold)
+                record.get("class_weights"), record.get("text_pair"), threshold,
+                None if no_label is None else str(no_label))
 
 
 def from_trained(output_dir, init_checkpoint, problem_type, given, text_pair=None):
@@ -221,6 +252,8 @@ def write(output_dir, schema, threshold=None):
   """Writes the schema (and the run's --threshold) beside the checkpoints in `output_dir`."""
   path = os.path.join(output_dir, LABELS_FILE)
   record = dict(schema.record(), **({} if threshold is None else {"threshold": threshold}))
+  if schema.no_label is not None:
+    record["no_label"] = schema.no_label
   run_folder.write_json(path, record, sort_keys=False)
 
 

@@ -89,7 +89,7 @@ class OwnDataTask(ClassificationTask):
     args = {"num_labels": self.num_labels, "problem_type": self.problem_type,
             "class_weights": self.class_weights}
     if self.windows:
-      args["window_pooling"] = self.windows.pooling
+      args.update(window_pooling=self.windows.pooling, window_no_label=self.windows.no_label)
     return args
 
   def metrics(self, logits, features, losses, weights):
