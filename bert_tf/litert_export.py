@@ -36,7 +36,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import export, text_embedder, tfhub_export, user_files
+from bert_tf import export, text_embedder_export, tfhub_export, user_files
 from bert_tf.errors import UserInputError, io_reason
 
 QUANTIZATIONS = ("none", "int8")
@@ -55,7 +55,7 @@ _OUTPUT_MEANINGS = {
 }
 # MediaPipe's metadata: which tasks its TextClassifier / TextEmbedder serve.
 _MEDIAPIPE_KINDS = {"classification": "classifier", "multi_label": "classifier",
-                    text_embedder.TASK: "embedder"}
+                    text_embedder_export.TASK: "embedder"}
 
 
 @dataclasses.dataclass

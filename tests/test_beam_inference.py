@@ -120,7 +120,7 @@ def with_weights(model):
 def exports(tmp_path_factory):
   """Tiny exports: a pair classifier, a windows classifier, a multi-label classifier, NER,
   SQuAD, SWAG, a text embedder."""
-  from bert_tf import text_embedder
+  from bert_tf import text_embedder, text_embedder_export
   from bert_tf.tasks.glue.export import export_classifier
   from bert_tf.tasks.glue.model import ClassifierModel
   from bert_tf.tasks.glue.windows import WindowOptions
@@ -157,7 +157,7 @@ def exports(tmp_path_factory):
                             VOCAB_UNCASED, True, SEQ * 2, 8, 10, 5),
       "swag": export_swag(root / "swag", with_weights(MultipleChoiceModel(
           tiny_config(), dynamic_length=True)), VOCAB_UNCASED, True, SEQ),
-      "embedder": text_embedder.export_embedder(
+      "embedder": text_embedder_export.export_embedder(
           text_embedder.build(TINY_CKPT, "mean", True, SEQ, True, vocab_file=VOCAB_UNCASED,
                               config=tiny_config()), root / "embedder"),
   }

@@ -109,7 +109,7 @@ def with_weights(model):
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
   """A tiny export of each kind: classifier, SQuAD, SWAG, NER, text embedder."""
-  from bert_tf import text_embedder
+  from bert_tf import text_embedder, text_embedder_export
   from bert_tf.tasks.glue.export import export_classifier
   from bert_tf.tasks.glue.model import ClassifierModel
   from bert_tf.tasks.ner.export import export_ner
@@ -136,7 +136,7 @@ def exports(tmp_path_factory):
                            stride=8)
   embedder = text_embedder.build(TINY_CKPT, "mean", True, SEQ, True, vocab_file=VOCAB_UNCASED,
                                  config=tiny_config())
-  made["embedder"] = text_embedder.export_embedder(embedder, root / "embedder")
+  made["embedder"] = text_embedder_export.export_embedder(embedder, root / "embedder")
   return {kind: str(path) for kind, path in made.items()}
 
 
