@@ -14,7 +14,14 @@ import pytest
 
 from bert_tf import checkpoints, export, litert_export
 from bert_tf.errors import UserInputError
-from helpers import TINY_CKPT, VOCAB_UNCASED, run_script, run_script_cases, tiny_config
+from helpers import (
+  TINY_CKPT,
+  VOCAB_UNCASED,
+  run_script,
+  run_script_cases,
+  tiny_config,
+  with_tiny_weights,
+)
 
 LABELS = ["contradiction", "entailment", "neutral"]
 # An own-data multi-label run's names: spaces, punctuation and non-ASCII are names too.
@@ -97,13 +104,7 @@ def test_keras_litert_export_of_the_other_task_models(tmp_path):
 
 # ------------------------------------------------------------------------------ export_litert.py
 
-def with_weights(model):
-  """`model` with the tiny encoder and heads away from zero, so its outputs mean something."""
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
-  for head in model.heads:
-    for weight in head.weights:
-      weight.assign(np.random.RandomState(1).normal(0, 0.5, weight.shape).astype(np.float32))
-  return model
+with_weights = functools.partial(with_tiny_weights, head_scale=0.5)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 import pytest
 import tensorflow as tf
 
-from bert_tf import example_codec, pretraining_data_beam, tokenization
+from bert_tf import beam_options, example_codec, pretraining_data_beam, tokenization
 from helpers import FIXTURES, VOCAB_UNCASED, run_script
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
@@ -86,7 +86,7 @@ def test_beam_records_are_the_union_of_the_single_file_runs(corpus, single_file_
 def test_one_file_gives_the_original_scripts_records(tmp_path):
   """One input file with seed s: the records Google's script wrote for it (fixture)."""
   tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=True)
-  files = pretraining_data_beam.expand_input_files(str(DATA / "corpus.txt"))
+  files = beam_options.expand_input(str(DATA / "corpus.txt"), "--input_file")
   settings = pretraining_data_beam.Settings(random_seed=12345, max_seq_length=128,
                                             max_predictions_per_seq=20, dupe_factor=2)
   prefix = str(tmp_path / "one")
