@@ -82,8 +82,8 @@ def expand_input(patterns, flag):
     try:
       matched = FileSystems.match([pattern])[0].metadata_list
     except Exception as e:  # noqa: BLE001  (a bad bucket, an unknown scheme)
-      raise UserInputError("Cannot list %s pattern %s: %s." % (flag, pattern, io_reason(e))
-                           ) from None
+      raise UserInputError("Cannot list %s pattern %s: %s."
+                           % (flag, pattern, io_reason(e))) from None
     matched = [m for m in matched if not m.path.endswith("/")]
     if not matched:
       raise UserInputError("No file matches %s pattern %s." % (flag, pattern))
