@@ -37,9 +37,9 @@ import os
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags, logging
-import tensorflow as tf
 
 from bert_tf.checkpoints import run_folder
+from bert_tf.data import input_pipeline
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import records
 from bert_tf.utils import cli
@@ -55,23 +55,13 @@ flags.DEFINE_integer("documents_per_shard", 0,
 flags.adopt_module_key_flags(cli)  # --help lists the shared flags too
 
 
-def expand_input_files(patterns):
-  """Comma-separated globs -> files, in the order tf.io.gfile.glob gives (as the original)."""
-  files = []
-  for pattern in patterns.split(","):
-    matched = tf.io.gfile.glob(pattern)
-    if not matched:
-      raise UserInputError("No file matches --input_file pattern %s." % pattern)
-    files.extend(matched)
-  return files
-
-
 def main(_):
   cli.check_pretraining_data_flags(FLAGS)
   if FLAGS.documents_per_shard < 0:
     raise UserInputError("--documents_per_shard must be 0 (whole corpus) or positive.")
   tokenizer = cli.pretraining_data_tokenizer(FLAGS)
-  input_files = expand_input_files(FLAGS.input_file)
+  # In the order tf.io.gfile.glob gives, as the original (the records depend on it).
+  input_files = input_pipeline.expand_files(FLAGS.input_file, "--input_file")
   output_files = FLAGS.output_file.split(",")
   for output_file in output_files:  # created, as the runners create --output_dir
     run_folder.make_output_dir(os.path.dirname(output_file) or ".",

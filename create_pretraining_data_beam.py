@@ -17,29 +17,19 @@ See https://beam.apache.org/documentation/runners/capability-matrix/ and the
 section "Corpus-scale pretraining data (Apache Beam)" of docs/pretraining.md.
 """
 
-import logging as std_logging
 import os
-import re
-import sys
 import time
 
 import bert_tf  # noqa: F401  (environment defaults)  # isort: skip
 from absl import flags, logging
 
-std_logging.disable(std_logging.WARNING)  # Beam's import warns about optional GCP clients
-try:
-  import apache_beam as beam
-except ImportError as e:  # Beam is the optional extra bert_tf[beam]
-  print("error: create_pretraining_data_beam.py needs Apache Beam (%s); install it with "
-        "`pip install 'bert_tf[beam]'` (or `pip install -r requirements.txt` in this checkout)."
-        % e, file=sys.stderr)
-  sys.exit(2)
-finally:
-  std_logging.disable(std_logging.NOTSET)
+from bert_tf.utils import cli
+
+beam = cli.import_beam("create_pretraining_data_beam.py")
 
 from bert_tf.errors import UserInputError, io_reason  # noqa: E402
 from bert_tf.tasks.pretraining import records_beam  # noqa: E402
-from bert_tf.utils import beam_options, cli  # noqa: E402
+from bert_tf.utils import beam_options  # noqa: E402
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -71,14 +61,6 @@ def pipeline_options(beam_args):
   return beam_options.pipeline_options(beam_args, _OWN_FLAGS, ROOT)
 
 
-def quiet_local_runner():
-  """Beam's local chatter off: its warnings stay, and a worker's error is said once, below."""
-  std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
-  for relay in ("apache_beam.runners.portability.local_job_service",
-                "apache_beam.runners.worker", "apache_beam.runners.common"):
-    std_logging.getLogger(relay).setLevel(std_logging.CRITICAL)
-
-
 def check_flags():
   cli.check_pretraining_data_flags(FLAGS)
   if FLAGS.num_shards < 0:
@@ -95,22 +77,14 @@ def check_flags():
           FLAGS.output_file, io_reason(e))) from None
 
 
-def _clean_error(error):
-  """The one-line message of a UserInputError raised on a worker, if that is what failed."""
-  if isinstance(error, UserInputError):
-    return re.sub(r" \[while running .*$", "", str(error), flags=re.S)
-  found = re.search(r"UserInputError: (.*)", str(error))
-  return re.sub(r" \[while running .*$", "", found.group(1)) if found else None
-
-
 def main(argv):
   options = pipeline_options(argv[1:])
   runner = options.get_all_options()["runner"]
   if runner in ("DirectRunner", "direct"):
-    quiet_local_runner()
+    beam_options.quiet_local_runner()
   check_flags()
   tokenizer = cli.pretraining_data_tokenizer(FLAGS)
-  input_files = records_beam.expand_input_files(FLAGS.input_file)
+  input_files = beam_options.expand_input(FLAGS.input_file, "--input_file")
   left = records_beam.existing_shards(FLAGS.output_file)
   if left:
     raise UserInputError("%d shard(s) of an earlier run are in the way (%s, ...); a reader "
@@ -131,15 +105,8 @@ def main(argv):
                               FLAGS.num_shards)
   logging.info("Running the pipeline on %s (input file i gets seed %d + i)", runner,
                FLAGS.random_seed)
-  try:
-    result = pipeline.run()
-    result.wait_until_finish()
-  except Exception as e:  # noqa: BLE001  (a worker's UserInputError arrives wrapped)
-    records_beam.remove_temporary_files(FLAGS.output_file)
-    message = _clean_error(e)
-    if message:
-      raise UserInputError(message) from None
-    raise
+  result = beam_options.run(
+      pipeline, lambda: records_beam.remove_temporary_files(FLAGS.output_file))
   counts = records_beam.counters(result)
   shards = records_beam.existing_shards(FLAGS.output_file)
   logging.info("Wrote %d records from %d input file(s) to %d shard(s) %s-*-of-%05d in %.1f s",

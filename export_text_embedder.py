@@ -20,7 +20,7 @@ import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)
 from absl import flags, logging
 
 from bert_tf.errors import UserInputError
-from bert_tf.inference import text_embedder
+from bert_tf.inference import text_embedder_export
 from bert_tf.utils import cli, precision
 
 FLAGS = flags.FLAGS
@@ -41,10 +41,9 @@ def main(_):
   if not FLAGS.overwrite and os.path.isdir(FLAGS.export_dir) and os.listdir(FLAGS.export_dir):
     raise UserInputError("--export_dir=%s is not empty; choose another folder or pass "
                          "--overwrite to replace it." % FLAGS.export_dir)
-  export_dir = text_embedder.export_from_folder(FLAGS.model_dir, FLAGS.export_dir,
-                                                max_seq_length=FLAGS.max_seq_length,
-                                                overwrite=FLAGS.overwrite,
-                                                inference_precision=FLAGS.inference_precision)
+  export_dir = text_embedder_export.export_from_folder(
+      FLAGS.model_dir, FLAGS.export_dir, max_seq_length=FLAGS.max_seq_length,
+      overwrite=FLAGS.overwrite, inference_precision=FLAGS.inference_precision)
   logging.info("Wrote the text embedder of %s to %s", FLAGS.model_dir, export_dir)
 
 

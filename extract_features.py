@@ -16,7 +16,7 @@ from absl import flags, logging
 from bert_tf import checkpoints, runner
 from bert_tf.checkpoints import checks
 from bert_tf.config import BertConfig
-from bert_tf.inference import feature_extraction, text_embedder
+from bert_tf.inference import feature_extraction
 from bert_tf.modeling import BertModel
 from bert_tf.utils import cli, precision
 
@@ -74,11 +74,11 @@ def write_sentence_embeddings():
   cli.require_flags(FLAGS, "input_file", "output_file")
   present = [n for n in ("layers", "max_seq_length", "do_lower_case", "strip_accents")
              if FLAGS[n].present]
-  embedder = text_embedder.for_extract_features(
+  embedder = feature_extraction.sentence_embedder(
       FLAGS.pooling, FLAGS.model_dir, FLAGS.init_checkpoint, FLAGS.bert_config_file,
       FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.strip_accents, FLAGS.max_seq_length,
       present, inference_precision=FLAGS.inference_precision)
-  count = text_embedder.write_embeddings(
+  count = feature_extraction.write_sentence_embeddings(
       embedder, feature_extraction.read_examples(FLAGS.input_file), FLAGS.output_file,
       FLAGS.batch_size)
   logging.info("Wrote %d sentence embeddings (%s) to %s", count,

@@ -12,30 +12,19 @@ pipeline options (--runner, --direct_num_workers, --direct_running_mode, --proje
 see docs/beam_inference.md.
 """
 
-import logging as std_logging
 import os
-import re
-import sys
 import time
 
+import bert_tf  # noqa: F401  (environment defaults)  # isort: skip
 from absl import flags, logging
 
-import bert_tf  # noqa: F401  (environment defaults)
+from bert_tf.utils import cli
 
-std_logging.disable(std_logging.WARNING)  # Beam's import warns about optional GCP clients
-try:
-  import apache_beam as beam
-except ImportError as e:  # Beam is the optional extra bert_tf[beam]
-  print("error: predict_beam.py needs Apache Beam (%s); install it with "
-        "`pip install 'bert_tf[beam]'` (or `pip install -r requirements.txt` in this checkout)."
-        % e, file=sys.stderr)
-  sys.exit(2)
-finally:
-  std_logging.disable(std_logging.NOTSET)
+beam = cli.import_beam("predict_beam.py")
 
 from bert_tf.errors import UserInputError  # noqa: E402
 from bert_tf.inference import beam_inference  # noqa: E402
-from bert_tf.utils import beam_options, cli  # noqa: E402
+from bert_tf.utils import beam_options  # noqa: E402
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -77,15 +66,6 @@ def pipeline_options(beam_args):
   return beam_options.pipeline_options(beam_args, _OWN_FLAGS, ROOT, share_cores=True)
 
 
-def quiet_local_runner():
-  """Beam's local chatter off (its warnings stay); the workers print their own progress."""
-  std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
-  for relay in ("apache_beam.runners.portability.local_job_service",
-                "apache_beam.ml.inference.base",  # no memory figures on this platform
-                "apache_beam.runners.worker", "apache_beam.runners.common"):
-    std_logging.getLogger(relay).setLevel(std_logging.CRITICAL)
-
-
 def check_flags():
   """Everything that can be wrong before the pipeline starts: one line each."""
   cli.require_flags(FLAGS, "export_dir", "input", "output")
@@ -113,22 +93,17 @@ def check_flags():
     except ImportError:
       raise UserInputError("--output_format=parquet needs pyarrow, which is not installed; "
                            "use --output_format=tfrecord or jsonl.") from None
-  input_files = beam_inference.expand_input(FLAGS.input)
+  input_files = beam_options.expand_input(FLAGS.input, "--input")
   beam_inference.check_output(FLAGS.output)
   return info, input_files
-
-
-def _clean_error(error):
-  """The one-line message of a UserInputError raised on a worker, if that is what failed."""
-  found = re.search(r"UserInputError: (.*)", str(error))
-  return re.sub(r" \[while running .*$", "", found.group(1)) if found else None
 
 
 def main(argv):
   options = pipeline_options(argv[1:])
   runner = options.get_all_options()["runner"]
   if runner in ("DirectRunner", "direct"):
-    quiet_local_runner()
+    # The workers print their own progress; RunInference's has no memory figures here.
+    beam_options.quiet_local_runner("apache_beam.ml.inference.base")
   info, input_files = check_flags()
   settings = beam_inference.Settings(
       input_format=FLAGS.input_format, id_field=FLAGS.id_field, batch_size=FLAGS.batch_size,
@@ -152,15 +127,7 @@ def main(argv):
   logging.info("Running %s export %s over %d input file(s) (%.1f MB) on %s", info.task,
                FLAGS.export_dir, len(input_files), sum(f.size for f in input_files) / 1e6,
                runner)
-  try:
-    result = pipeline.run()
-    result.wait_until_finish()
-  except Exception as e:  # noqa: BLE001  (a worker's UserInputError arrives wrapped)
-    beam_inference.remove_temp_dir(temp_dir)
-    message = _clean_error(e)
-    if message:
-      raise UserInputError(message) from None
-    raise
+  result = beam_options.run(pipeline, lambda: beam_inference.remove_temp_dir(temp_dir))
   seconds = beam_inference.run_seconds(start)
   counts = beam_inference.counters(result)
   rows = counts.get("rows", 0)

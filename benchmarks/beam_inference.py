@@ -81,8 +81,8 @@ def make_exports(folder):
         casing.get("do_lower_case", True), FLAGS.max_seq_length, ["a", "b", "c"],
         text_pair=False, strip_accents=casing.get("strip_accents"))
   if not made["embedder"]:
-    from bert_tf.inference import text_embedder
-    made["embedder"] = text_embedder.export_from_folder(
+    from bert_tf.inference import text_embedder_export
+    made["embedder"] = text_embedder_export.export_from_folder(
         FLAGS.model_dir, os.path.join(folder, "embedder"), max_seq_length=FLAGS.max_seq_length)
   return {kind: str(path) for kind, path in made.items()}
 

@@ -3,7 +3,7 @@
     python -m benchmarks.text_embedder --model_dir=/path/to/all-MiniLM-L6-v2 \
         [--st_python=/path/to/venv/bin/python] [--requests=200] [--batches=30]
 
-Exports the sentence-transformers folder with bert_tf.inference.text_embedder (as
+Exports the sentence-transformers folder with bert_tf.inference.text_embedder_export (as
 export_text_embedder.py does), then times, each in a fresh process on the same
 texts (real sentences from data/pretraining_corpus.txt, or --texts_file):
   * bert_tf: the SavedModel loaded by a process that imports only tensorflow and
@@ -56,7 +56,7 @@ def measure(python, side, command, arguments):
 
 
 def main(_):
-  from bert_tf.inference import text_embedder
+  from bert_tf.inference import text_embedder_export
   if not FLAGS.model_dir:
     sys.exit("--model_dir (a sentence-transformers folder) is required.")
   if FLAGS.st_python:
@@ -64,7 +64,8 @@ def main(_):
                        "sentence-transformers")
   threads = os.cpu_count()
   with tempfile.TemporaryDirectory() as folder:
-    export_dir = text_embedder.export_from_folder(FLAGS.model_dir, os.path.join(folder, "export"))
+    export_dir = text_embedder_export.export_from_folder(FLAGS.model_dir,
+                                                         os.path.join(folder, "export"))
     work_file = os.path.join(folder, "workload.json")
     with open(work_file, "w", encoding="utf-8") as f:
       json.dump(workload(), f)

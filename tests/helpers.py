@@ -81,6 +81,18 @@ def pretraining_model(config):
   return encoder, mlm, nsp
 
 
+def with_tiny_weights(model, head_scale):
+  """Task `model` (on tiny_config()) with the tiny checkpoint's encoder and its heads drawn from
+  N(0, head_scale): away from zero, so that its answers differ by row and mean something."""
+  from bert_tf import checkpoints
+  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  for head in model.heads:
+    for weight in head.weights:
+      weight.assign(np.random.RandomState(1).normal(0, head_scale, weight.shape)
+                    .astype(np.float32))
+  return model
+
+
 def run_script(script, *args, cwd=ROOT, timeout=300):
   """A script of this checkout run with this Python; output captured as text."""
   return subprocess.run([sys.executable, os.path.join(ROOT, script), *args], cwd=cwd,

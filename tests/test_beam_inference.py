@@ -1,14 +1,24 @@
 """predict_beam.py: any export over a corpus on Beam, answers equal to the export's own, one
 request at a time; bad rows to the dead letters with a reason; reruns write the same bytes."""
 
+import functools
 import json
+import os
 
 import numpy as np
 import pytest
 
 from bert_tf.errors import UserInputError
 from bert_tf.inference import beam_inference
-from helpers import TINY_CKPT, VOCAB_UNCASED, ScriptSession, assert_float32_close, tiny_config
+from bert_tf.utils import beam_options
+from helpers import (
+  TINY_CKPT,
+  VOCAB_UNCASED,
+  ScriptSession,
+  assert_float32_close,
+  tiny_config,
+  with_tiny_weights,
+)
 
 SEQ = 16
 EXPORT_ULPS = 32  # as test_export: another batch (padding, kernels) moves float32 rounding
@@ -25,7 +35,7 @@ def _info(inputs=("text_a", "text_b"), task="classification"):
 
 def _parse(raw, input_format="jsonl", inputs=("text_a", "text_b"), **settings):
   settings = beam_inference.Settings(input_format=input_format, **settings)
-  return beam_inference.parse_row(raw, beam_inference.InputFile(0, "in.jsonl", 1), 7,
+  return beam_inference.parse_row(raw, beam_options.InputFile(0, "in.jsonl", 1), 7,
                                   _info(inputs), settings)
 
 
@@ -49,6 +59,24 @@ def test_bad_jsonl_rows_are_dead_letters_with_their_reason(raw, row_id, error):
   assert isinstance(dead, dict), dead
   assert dead["id"] == row_id and dead["file"] == "in.jsonl" and dead["line"] == 7
   assert dead["error"].startswith(error), dead["error"]
+
+
+def test_input_patterns_match_sorted_files_once_and_errors_name_the_flag(tmp_path):
+  """Both Beam scripts expand their patterns here: file i of the sorted list is index i."""
+  (tmp_path / "b.txt").write_bytes(b"1234567")
+  (tmp_path / "a.txt").write_bytes(b"123")
+  (tmp_path / "c.log").write_bytes(b"")
+  got = beam_options.expand_input("%s, %s,," % (tmp_path / "*.txt", tmp_path / "a.txt"),
+                                  "--input_file")
+  assert [(f.index, os.path.basename(f.path), f.size) for f in got] == [(0, "a.txt", 3),
+                                                                         (1, "b.txt", 7)]
+  missing = str(tmp_path / "*.md")
+  with pytest.raises(UserInputError) as e:
+    beam_options.expand_input("%s,%s" % (tmp_path / "a.txt", missing), "--input")
+  assert str(e.value) == "No file matches --input pattern %s." % missing
+  with pytest.raises(UserInputError) as e:
+    beam_options.expand_input(" , ", "--input_file")
+  assert str(e.value) == "--input_file names no file."
 
 
 def test_good_rows_keep_their_id_and_inputs():
@@ -106,21 +134,14 @@ def test_folders_that_are_not_raw_text_exports_are_refused(tmp_path, files, mess
 
 # ------------------------------------------------------------------------- end to end
 
-def with_weights(model):
-  """The tiny encoder, heads away from zero so that their answers differ by row."""
-  from bert_tf import checkpoints
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
-  for head in model.heads:
-    for weight in head.weights:
-      weight.assign(np.random.RandomState(1).normal(0, 2, weight.shape).astype(np.float32))
-  return model
+with_weights = functools.partial(with_tiny_weights, head_scale=2.0)
 
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
   """Tiny exports: a pair classifier, a windows classifier, a multi-label classifier, NER,
   SQuAD, SWAG, a text embedder."""
-  from bert_tf.inference import text_embedder
+  from bert_tf.inference import text_embedder, text_embedder_export
   from bert_tf.tasks.glue.export import export_classifier
   from bert_tf.tasks.glue.model import ClassifierModel
   from bert_tf.tasks.glue.windows import WindowOptions
@@ -157,7 +178,7 @@ def exports(tmp_path_factory):
                             VOCAB_UNCASED, True, SEQ * 2, 8, 10, 5),
       "swag": export_swag(root / "swag", with_weights(MultipleChoiceModel(
           tiny_config(), dynamic_length=True)), VOCAB_UNCASED, True, SEQ),
-      "embedder": text_embedder.export_embedder(
+      "embedder": text_embedder_export.export_embedder(
           text_embedder.build(TINY_CKPT, "mean", True, SEQ, True, vocab_file=VOCAB_UNCASED,
                               config=tiny_config()), root / "embedder"),
   }
@@ -183,7 +204,7 @@ def run_pipeline(export_dir, input_glob, prefix, input_format="jsonl", output_fo
   import apache_beam as beam
   from apache_beam.options.pipeline_options import PipelineOptions
   info = beam_inference.describe_export(export_dir)
-  files = beam_inference.expand_input(str(input_glob))
+  files = beam_options.expand_input(str(input_glob), "--input")
   settings = beam_inference.Settings(
       input_format=input_format, batch_size=batch_size, groups=groups, num_shards=num_shards,
       output_format=output_format, several_files=len(files) > 1)
@@ -337,7 +358,7 @@ def test_command_line_refusals_and_two_local_workers(exports, tmp_path):
   cases = [
       (["--export_dir=%s" % (tmp_path / "none"), good[1], out], "does not exist"),
       (["--export_dir=%s" % tmp_path, good[1], out], "is not a SavedModel"),
-      ([good[0], "--input=%s" % (tmp_path / "*.missing"), out], "No file matches --input="),
+      ([good[0], "--input=%s" % (tmp_path / "*.missing"), out], "No file matches --input pattern"),
       (good + ["--output=%s" % (tmp_path / "a_file" / "cls")], "Cannot write under --output="),
       (good + [out, "--input_format=text"], "--input_format=text gives one text a row, but"),
       (good + [out, "--output_format=parquet"], "is for a text embedder's embeddings"),
@@ -369,7 +390,7 @@ def test_command_line_refusals_and_two_local_workers(exports, tmp_path):
   (tmp_path / "here").mkdir()
   run_pipeline(exports["classifier"], tmp_path / "in.jsonl", tmp_path / "here" / "cls",
                groups=beam_inference.default_groups(
-                   beam_inference.expand_input(str(tmp_path / "in.jsonl")), 3))
+                   beam_options.expand_input(str(tmp_path / "in.jsonl"), "--input"), 3))
   assert folder_bytes(tmp_path / "out") == folder_bytes(tmp_path / "here")  # leftovers gone
 
 

@@ -101,6 +101,43 @@ def test_output_values_are_the_encoder_layers(tmp_path):
       assert [layer["index"] for layer in feature["layers"]] == [-1, 0]
       for values, want in zip(feature["layers"], (layers[-1][0, i], layers[0][0, i])):
         assert_float32_close(values["values"], want, ulps=16, atol=JSONL_ROUNDING)
+  missing = tmp_path / "no" / "out.jsonl"
+  with pytest.raises(UserInputError, match=r"^Output folder .*no does not exist \(check "
+                                           r"--output_file\)\.$"):
+    feature_extraction.extract_features(encoder, tokenizer, examples, str(missing), [-1],
+                                        max_seq_length=16, batch_size=2)
+
+
+class _LengthEmbedder:
+  """A stand-in TextEmbedder: each text's vector is [len(text_a), len(text_b), 1/3]."""
+
+  def __init__(self):
+    self.calls = []
+
+  def embed(self, texts, batch_size, texts_b=None):
+    self.calls.append((list(texts), batch_size, texts_b))
+    return np.array([[len(a), len(b or ""), 1 / 3] for a, b in
+                     zip(texts, texts_b or [None] * len(texts))], np.float32)
+
+
+def test_sentence_embeddings_are_one_whole_line_per_example(tmp_path):
+  examples = [feature_extraction.InputExample(4, "ab", "cde"),
+              feature_extraction.InputExample(5, "f"),
+              feature_extraction.InputExample(6, "ghij")]
+  out, embedder = tmp_path / "out.jsonl", _LengthEmbedder()
+  assert feature_extraction.write_sentence_embeddings(embedder, examples, str(out), 2) == 3
+  assert not (tmp_path / "out.jsonl.partial").exists()
+  assert [json.loads(line) for line in out.read_text().splitlines()] == [
+      {"linex_index": 4, "embedding": [2.0, 3.0, 0.333333]},
+      {"linex_index": 5, "embedding": [1.0, 0.0, 0.333333]},
+      {"linex_index": 6, "embedding": [4.0, 0.0, 0.333333]}]
+  # Pairs anywhere: every batch passes second segments ("" for a single text).
+  assert [c[2] for c in embedder.calls] == [["cde", ""], [""]]
+  for bad, error in [(tmp_path / "no" / "out.jsonl", "Output folder "),
+                     (out, "--batch_size must be positive, got 0.")]:
+    with pytest.raises(UserInputError, match=error):
+      feature_extraction.write_sentence_embeddings(embedder, examples, str(bad),
+                                                   0 if bad == out else 2)
 
 
 @pytest.mark.slow

@@ -15,7 +15,14 @@ import pytest
 from bert_tf import checkpoints, export
 from bert_tf.errors import UserInputError
 from bert_tf.export import litert
-from helpers import TINY_CKPT, VOCAB_UNCASED, run_script, run_script_cases, tiny_config
+from helpers import (
+  TINY_CKPT,
+  VOCAB_UNCASED,
+  run_script,
+  run_script_cases,
+  tiny_config,
+  with_tiny_weights,
+)
 
 LABELS = ["contradiction", "entailment", "neutral"]
 # An own-data multi-label run's names: spaces, punctuation and non-ASCII are names too.
@@ -98,19 +105,13 @@ def test_keras_litert_export_of_the_other_task_models(tmp_path):
 
 # ------------------------------------------------------------------------------ export_litert.py
 
-def with_weights(model):
-  """`model` with the tiny encoder and heads away from zero, so its outputs mean something."""
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
-  for head in model.heads:
-    for weight in head.weights:
-      weight.assign(np.random.RandomState(1).normal(0, 0.5, weight.shape).astype(np.float32))
-  return model
+with_weights = functools.partial(with_tiny_weights, head_scale=0.5)
 
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
   """A tiny export of each kind: classifier, SQuAD, SWAG, NER, text embedder."""
-  from bert_tf.inference import text_embedder
+  from bert_tf.inference import text_embedder, text_embedder_export
   from bert_tf.tasks.glue.export import export_classifier
   from bert_tf.tasks.glue.model import ClassifierModel
   from bert_tf.tasks.ner.export import export_ner
@@ -137,7 +138,7 @@ def exports(tmp_path_factory):
                            stride=8)
   embedder = text_embedder.build(TINY_CKPT, "mean", True, SEQ, True, vocab_file=VOCAB_UNCASED,
                                  config=tiny_config())
-  made["embedder"] = text_embedder.export_embedder(embedder, root / "embedder")
+  made["embedder"] = text_embedder_export.export_embedder(embedder, root / "embedder")
   return {kind: str(path) for kind, path in made.items()}
 
 

@@ -59,10 +59,11 @@ def test_every_third_party_import_of_the_package_is_a_declared_dependency():
           continue
         projects = {_project(d) for d in distributions.get(top, [top])}
         # The Beam modules need the beam extra (Parquet output: pyarrow, which apache-beam
-        # requires); the MediaPipe metadata writer runs in a Python of its own (mediapipe
-        # 0.10 cannot share TensorFlow's protobuf).
+        # requires; cli.import_beam says how to install it when it is missing); the MediaPipe
+        # metadata writer runs in a Python of its own (mediapipe 0.10 cannot share
+        # TensorFlow's protobuf).
         allowed = runtime | {"bert_tf/tasks/pretraining/records_beam.py": beam,
-                             "bert_tf/utils/beam_options.py": beam,
+                             "bert_tf/utils/beam_options.py": beam, "bert_tf/utils/cli.py": beam,
                              "bert_tf/inference/beam_inference.py": beam | {"pyarrow"},
                              "bert_tf/export/mediapipe_metadata.py": {"mediapipe"}}.get(path, set())
         if not projects & allowed:

@@ -10,6 +10,7 @@ import tensorflow as tf
 from bert_tf import tokenization
 from bert_tf.data import example_codec
 from bert_tf.tasks.pretraining import records_beam
+from bert_tf.utils import beam_options
 from helpers import FIXTURES, VOCAB_UNCASED, run_script
 
 pytestmark = pytest.mark.slow  # every test here runs a runner, an export or a pipeline
@@ -88,7 +89,7 @@ def test_beam_records_are_the_union_of_the_single_file_runs(corpus, single_file_
 def test_one_file_gives_the_original_scripts_records(tmp_path):
   """One input file with seed s: the records Google's script wrote for it (fixture)."""
   tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=True)
-  files = records_beam.expand_input_files(str(DATA / "corpus.txt"))
+  files = beam_options.expand_input(str(DATA / "corpus.txt"), "--input_file")
   settings = records_beam.Settings(random_seed=12345, max_seq_length=128,
                                             max_predictions_per_seq=20, dupe_factor=2)
   prefix = str(tmp_path / "one")

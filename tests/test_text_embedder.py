@@ -20,7 +20,7 @@ from bert_tf import checkpoints, tokenization
 from bert_tf.checkpoints import sentence_models
 from bert_tf.data import packing
 from bert_tf.errors import UserInputError
-from bert_tf.inference import text_embedder
+from bert_tf.inference import text_embedder, text_embedder_export
 from bert_tf.modeling import BertModel
 from helpers import (
   JSONL_ROUNDING,
@@ -415,7 +415,7 @@ def test_agrees_with_sentence_transformers(tmp_path):
                         timeout=1800)
   assert peer.returncode == 0, peer.stderr[-3000:]
   export_dir = tmp_path / "embedder"
-  text_embedder.export_from_folder(ST_MODEL, str(export_dir))
+  text_embedder_export.export_from_folder(ST_MODEL, str(export_dir))
   body = """
 texts = json.load(open(args["texts"], encoding="utf-8"))
 vectors = [models[0](tf.constant(texts[i:i + 32])).numpy() for i in range(0, len(texts), 32)]

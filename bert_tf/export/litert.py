@@ -39,7 +39,6 @@ import tensorflow as tf
 from bert_tf import export
 from bert_tf.errors import UserInputError, io_reason
 from bert_tf.export import tfhub
-from bert_tf.inference import text_embedder
 from bert_tf.utils import user_files
 
 QUANTIZATIONS = ("none", "int8")
@@ -58,7 +57,7 @@ _OUTPUT_MEANINGS = {
 }
 # MediaPipe's metadata: which tasks its TextClassifier / TextEmbedder serve.
 _MEDIAPIPE_KINDS = {"classification": "classifier", "multi_label": "classifier",
-                    text_embedder.TASK: "embedder"}
+                    "text_embedder": "embedder"}
 
 
 @dataclasses.dataclass

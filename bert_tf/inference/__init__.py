@@ -1,1 +1,1 @@
-"""Inference on a trained model: features, sentence embeddings, Beam over a corpus."""
+"""A model put to work: activations, sentence embeddings, any export over a corpus on Beam."""

@@ -35,7 +35,7 @@ from apache_beam.ml.inference import base as beam_inference_base
 
 from bert_tf import export
 from bert_tf.errors import UserInputError, io_reason
-from bert_tf.utils import progress
+from bert_tf.utils import beam_options, progress
 
 _METRICS_NAMESPACE = "bert_tf.inference.beam_inference"
 _LOGGER = logging.getLogger(__name__)
@@ -107,33 +107,6 @@ def describe_export(export_dir):
 
 
 # ------------------------------------------------------------------------- reading rows
-
-@dataclasses.dataclass(frozen=True)
-class InputFile:
-  index: int  # position in the sorted list of matched files
-  path: str
-  size: int
-
-
-def expand_input(patterns):
-  """Comma-separated globs -> InputFile list, sorted by path, each file once."""
-  sizes = {}
-  for pattern in (p.strip() for p in patterns.split(",")):
-    if not pattern:
-      continue
-    try:
-      matched = FileSystems.match([pattern])[0].metadata_list
-    except Exception as e:  # noqa: BLE001  (a bad bucket, an unknown scheme)
-      raise UserInputError("Cannot list --input=%s: %s." % (pattern, io_reason(e))) from None
-    matched = [m for m in matched if not m.path.endswith("/")]
-    if not matched:
-      raise UserInputError("No file matches --input=%s." % pattern)
-    for m in matched:
-      sizes[m.path] = m.size_in_bytes
-  if not sizes:
-    raise UserInputError("--input names no file.")
-  return [InputFile(i, path, sizes[path]) for i, path in enumerate(sorted(sizes))]
-
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
@@ -221,7 +194,7 @@ def _hash(*parts):
 
 @beam.typehints.with_output_types(typing.Tuple[typing.Any, typing.Any])
 class ReadRows(beam.DoFn):
-  """InputFile -> its rows, each ("ok", key, inputs) or ("dead", record)."""
+  """A beam_options.InputFile -> its rows, each ("ok", key, inputs) or ("dead", record)."""
 
   def __init__(self, info, settings):
     self.info, self.settings = info, settings
@@ -403,15 +376,6 @@ def encode_record(row_id, answer, output_format):
   })).SerializeToString()
 
 
-class CountBatches(beam.DoFn):
-  def __init__(self):
-    self.batches = beam.metrics.Metrics.counter(_METRICS_NAMESPACE, "batches")
-
-  def process(self, batch):
-    self.batches.inc()
-    yield batch
-
-
 # ------------------------------------------------------------------------- writing
 
 def shard_name(prefix, index, count, extension):
@@ -570,14 +534,15 @@ def build(pipeline, info, input_files, prefix, settings, temp_dir):
              | "Sort and cut" >> beam.FlatMap(
                  lambda group: batches_of_group(group[1], settings.batch_size))
              | "Spread batches" >> beam.Reshuffle()
-             | "Count batches" >> beam.ParDo(CountBatches()))
+             | "Count batches" >> beam.ParDo(beam_options.Count(_METRICS_NAMESPACE, "batches")))
   answers = (batches | "RunInference" >> beam_inference_base.RunInference(handler)
              | "Split answers" >> beam.ParDo(SplitAnswers(info, settings)).with_outputs(
                  DEAD_LETTER, main="answers"))
   refused = answers[DEAD_LETTER] | "Refused rows" >> beam.Map(
       lambda kv: dict(kv[1], file=input_files[kv[0][0]].path))
   dead = ((rows[DEAD_LETTER], refused) | "Dead letters" >> beam.Flatten()
-          | "Count dead letters" >> beam.ParDo(_CountDead())
+          | "Count dead letters" >> beam.ParDo(beam_options.Count(_METRICS_NAMESPACE,
+                                                                  "dead_letters"))
           | "Dead letter records" >> beam.Map(lambda d: (0, (
               (d["file"], d["line"]), json.dumps(d, ensure_ascii=False)))))
   written = (
@@ -589,23 +554,10 @@ def build(pipeline, info, input_files, prefix, settings, temp_dir):
           | "Finalize" >> beam.Map(finalize, temp_dir))
 
 
-class _CountDead(beam.DoFn):
-  def __init__(self):
-    self.dead_letters = beam.metrics.Metrics.counter(_METRICS_NAMESPACE, "dead_letters")
-
-  def process(self, record):
-    self.dead_letters.inc()
-    yield record
-
-
 def counters(result):
   """{"rows": n, "batches": n, "dead_letters": n, ...} from a finished pipeline's metrics."""
-  out = dict.fromkeys(("rows", "answered", "batches", "dead_letters"), 0)
-  query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(_METRICS_NAMESPACE))
-  for counter in query["counters"]:
-    value = counter.committed if counter.committed is not None else counter.attempted
-    out[counter.key.metric.name] = out.get(counter.key.metric.name, 0) + (value or 0)
-  return out
+  return beam_options.counters(result, _METRICS_NAMESPACE,
+                               ("rows", "answered", "batches", "dead_letters"))
 
 
 def default_groups(input_files, batch_size):

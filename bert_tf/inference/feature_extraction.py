@@ -4,10 +4,12 @@ Reproduces the original extract_features.py: one example per input line (`a ||| 
 for pairs), `"linex_index"` (sic) as the line's key, layers in `--layers` order,
 values rounded with `round(float(x), 6)`. Unlike the original, examples stream in
 batches (memory does not grow with the input) and the output appears only when
-complete (it is written beside the target and renamed).
+complete (it is written beside the target and renamed). With --pooling or --model_dir,
+one pooled sentence embedding per example instead (a bert_tf.inference.text_embedder.TextEmbedder).
 """
 
 import collections
+import contextlib
 import dataclasses
 import json
 import os
@@ -17,8 +19,11 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.checkpoints import sentence_models
+from bert_tf.config import BertConfig
 from bert_tf.data import packing
 from bert_tf.errors import UserInputError
+from bert_tf.inference import text_embedder
 from bert_tf.modeling import INPUT_NAMES, trim_to_longest
 from bert_tf.utils import cpu, precision, user_files
 from bert_tf.utils.progress import Progress
@@ -102,6 +107,22 @@ def _batches(items, size):
     yield items[start:start + size]
 
 
+def _check_output_folder(output_file):
+  """Stops before any work when --output_file's folder does not exist."""
+  folder = os.path.dirname(os.path.abspath(output_file))
+  if not os.path.isdir(folder):
+    raise UserInputError("Output folder %s does not exist (check --output_file)." % folder)
+
+
+@contextlib.contextmanager
+def _complete_file(output_file):
+  """A text writer to output_file + ".partial", renamed to output_file once the block ends."""
+  tmp = output_file + ".partial"
+  with open(tmp, "w", encoding="utf-8") as writer:
+    yield writer
+  os.replace(tmp, output_file)
+
+
 def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, max_seq_length,
                      batch_size, jit_compile=None, progress_stream=None, dynamic_length=True):
   """Runs the encoder over the examples and writes the JSONL file; returns the count.
@@ -124,12 +145,9 @@ def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, m
                " under XLA" if jit_compile else " (graph mode)", cpu.describe())
   forward = tf.function(forward, jit_compile=jit_compile, reduce_retracing=True)
   bucket = precision.XLA_LENGTH_BUCKET if jit_compile else 1
-  folder = os.path.dirname(os.path.abspath(output_file))
-  if not os.path.isdir(folder):
-    raise UserInputError("Output folder %s does not exist (check --output_file)." % folder)
-  tmp = output_file + ".partial"
+  _check_output_folder(output_file)
   progress = Progress(len(examples), "examples", "extract_features", stream=progress_stream)
-  with open(tmp, "w", encoding="utf-8") as writer:
+  with _complete_file(output_file) as writer:
     for batch in _batches(examples, batch_size):
       packed = [convert_example(e, max_seq_length, tokenizer) for e in batch]
       # The last batch is padded to full size so the compiled function is reused.
@@ -144,5 +162,78 @@ def extract_features(encoder, tokenizer, examples, output_file, layer_indexes, m
         writer.write(format_record(example.unique_id, feature.tokens, layer_indexes,
                                    outputs[:, row]))
       progress.update(len(batch))
-  os.replace(tmp, output_file)
+  return len(examples)
+
+
+# --pooling's value that takes the pooling of --model_dir's sentence-transformers folder.
+FROM_MODEL = "from_model"
+
+
+def sentence_embedder(pooling, model_dir, init_checkpoint, bert_config_file, vocab_file,
+                      do_lower_case, strip_accents, max_seq_length, given_flags=(),
+                      inference_precision="float32"):
+  """The TextEmbedder --pooling / --model_dir ask for.
+
+  With --model_dir the sentence-transformers folder says everything (its own
+  max_seq_length unless the flag is given); otherwise the checkpoint flags are the
+  per-token run's, pooled from the last layer without normalization.
+  `given_flags` names the flags set on the command line.
+  """
+  if "layers" in given_flags:
+    raise UserInputError("--layers selects per-token features; pooled sentence embeddings come "
+                         "from the last layer. Drop --layers (or --pooling/--model_dir).")
+  if model_dir:
+    if pooling not in (None, "", FROM_MODEL):
+      raise UserInputError("--model_dir brings its own pooling; drop --pooling=%s (or use "
+                           "--pooling=%s)." % (pooling, FROM_MODEL))
+    clashing = [n for n, v in (("init_checkpoint", init_checkpoint),
+                               ("bert_config_file", bert_config_file),
+                               ("vocab_file", vocab_file)) if v]
+    clashing += [n for n in ("do_lower_case", "strip_accents") if n in given_flags]
+    if clashing:
+      raise UserInputError("--model_dir brings its own weights, config, vocab and casing; drop "
+                           "%s." % ", ".join("--" + n for n in clashing))
+    return text_embedder.load(model_dir,
+                              max_seq_length if "max_seq_length" in given_flags else None,
+                              inference_precision)
+  if pooling == FROM_MODEL:
+    raise UserInputError("--pooling=%s needs --model_dir=FOLDER (a sentence-transformers "
+                         "model)." % FROM_MODEL)
+  missing = [n for n, v in (("init_checkpoint", init_checkpoint),
+                            ("bert_config_file", bert_config_file),
+                            ("vocab_file", vocab_file)) if not v]
+  if missing:
+    raise UserInputError("missing required flag(s): %s" % ", ".join("--" + n for n in missing))
+  modes = sentence_models.parse_pooling_mode(pooling, "--pooling")
+  config = BertConfig.from_json_file(bert_config_file)
+  if max_seq_length > config.max_position_embeddings or max_seq_length < 2:
+    raise UserInputError("--max_seq_length=%d must be between 2 and max_position_embeddings=%d "
+                         "of %s." % (max_seq_length, config.max_position_embeddings,
+                                     bert_config_file))
+  return text_embedder.build(init_checkpoint, modes, False, max_seq_length, do_lower_case,
+                             strip_accents, vocab_file, config,
+                             inference_precision=inference_precision)
+
+
+def write_sentence_embeddings(embedder, examples, output_file, batch_size, progress_stream=None):
+  """One JSON line per example, {"linex_index": id, "embedding": [...]}; returns the count.
+
+  `examples` have `unique_id`, `text_a` and `text_b` (None or "" for one text), as
+  extract_features.py reads them; values are rounded to 6 decimals like its per-token
+  features. The file appears only when complete.
+  """
+  _check_output_folder(output_file)
+  if batch_size < 1:
+    raise UserInputError("--batch_size must be positive, got %d." % batch_size)
+  examples = list(examples)
+  pairs = any(e.text_b for e in examples)
+  progress = Progress(len(examples), "examples", "sentence embeddings", stream=progress_stream)
+  with _complete_file(output_file) as writer:
+    for batch in _batches(examples, batch_size):
+      vectors = embedder.embed([e.text_a for e in batch], batch_size,
+                               [e.text_b or "" for e in batch] if pairs else None)
+      for example, vector in zip(batch, vectors):
+        writer.write(json.dumps({"linex_index": example.unique_id,
+                                 "embedding": [round(x, 6) for x in vector.tolist()]}) + "\n")
+      progress.update(len(batch))
   return len(examples)

@@ -1,8 +1,8 @@
-"""Sentence embeddings: strings -> [batch, dim] float32, in Python and as a TF-Hub-style SavedModel.
+"""Sentence embeddings: strings -> [batch, dim] float32, in Python.
 
     embedder = text_embedder.load("all-MiniLM-L6-v2/")     # a sentence-transformers folder
     vectors = embedder(tf.constant(["A man is eating.", "Someone eats."]))  # [2, 384]
-    text_embedder.export(embedder, "/tmp/minilm_embedder")
+    text_embedder_export.export_embedder(embedder, "/tmp/minilm_embedder")
 
 A `TextEmbedder` is bert_tf's BertModel, a `pooling.SentencePooling` and the
 in-graph tokenizer (`text.BertTextTokenizer`, the original's tokens) joined in one
@@ -10,39 +10,20 @@ tf.function: strings are tokenized and packed as `[CLS] text [SEP]` (cut to
 max_seq_length - 2 pieces, as sentence-transformers cuts), each batch is cut to its
 longest real sequence (modeling.trim_to_longest: the same numbers, less work), the
 encoder runs, and the sequence output is pooled (and L2-normalized if the model says
-so). The SavedModel holds exactly that function, so the library and the export give
-the same vectors.
-
-The SavedModel follows TF Hub's text-embedding convention:
-  __call__(strings): string [batch] -> float32 [batch, dim]; so
-    `tf.saved_model.load(dir)(tf.constant(texts))` works as for other TF-Hub text
-    embeddings.
-  signature serving_default: `sentences` in, `embedding` out (TF Serving, saved_model_cli).
-  signature serve_ids: input_word_ids, input_mask, input_type_ids in, `embedding` out.
-  variables, trainable_variables, regularization_losses: TF Hub's Reusable SavedModel
-    attributes.
-Loading needs `import tensorflow, tensorflow_text` only, like bert_tf's other
-exports (see bert_tf/export/core.py); `assets.extra/bert_tf_export.json` records the
-pooling, normalization, max_seq_length and the model folder.
+so). The SavedModel (bert_tf/inference/text_embedder_export.py) holds exactly that function, so
+the library and the export give the same vectors.
 """
-
-import json
-import os
-
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import checkpoints, export, modeling
 from bert_tf.checkpoints import checks, sentence_models
-from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.pooling import SentencePooling
 from bert_tf.utils import precision
-from bert_tf.utils.progress import Progress
 
-TASK = "text_embedder"
+# The name of the strings TextEmbedder.call (and the SavedModel's serving_default) takes.
 INPUT_NAME = "sentences"
-OUTPUT_NAME = "embedding"
 
 
 class TextEmbedder(tf.Module):
@@ -170,148 +151,3 @@ def load(model_dir, max_seq_length=None, inference_precision="float32"):
                    inference_precision=inference_precision)
   embedder.sentence_model = model
   return embedder
-
-
-# ------------------------------------------------------------------------------ exporting
-
-class _EmbedderRoot(export.ServingModule):
-  """export.ServingModule with TF Hub's Reusable SavedModel attributes.
-
-  tf.Module's `variables` and `trainable_variables` are properties, which
-  tf.saved_model.save does not save; these class attributes let instance lists be
-  saved and come back after loading.
-  """
-
-  variables = None
-  trainable_variables = None
-  regularization_losses = None
-
-
-def build_module(embedder):
-  """The SavedModel's root object and its signatures: serving_default (sentences) and
-  serve_ids (packed ids, as the other exports)."""
-  module = _EmbedderRoot(embedder.tokenizer, [embedder.encoder])
-  module.__call__ = embedder.call
-  module.variables = list(module.model_variables)
-  module.trainable_variables = list(module.model_variables)
-  module.regularization_losses = []
-
-  def serving_default(sentences):
-    return {OUTPUT_NAME: embedder.call(sentences)}
-
-  def serve_ids(input_word_ids, input_mask, input_type_ids):
-    inputs = export.checked_ids(input_word_ids, input_mask, input_type_ids,
-                                embedder.encoder.config)
-    return {OUTPUT_NAME: embedder.embed_ids(inputs)}
-
-  return module, {
-      export.DEFAULT_SIGNATURE: export.serving_function(serving_default,
-                                                        [export.text_spec(INPUT_NAME)]),
-      # Packed ids in (LiteRT and MediaPipe convert this one: tokenizer tables are no LiteRT ops).
-      export.IDS_SIGNATURE: export.serving_function(serve_ids, export.ids_specs())}
-
-
-def metadata(embedder, **extra):
-  """What the export records about itself (assets.extra/bert_tf_export.json)."""
-  out = {"task": TASK, "pooling": list(embedder.pooling.modes),
-         "normalize": embedder.pooling.normalize, "max_seq_length": embedder.max_seq_length,
-         "dimension": embedder.dimension, "prompt": embedder.prompt,
-         "bert_config": embedder.encoder.config.to_dict()}
-  model = getattr(embedder, "sentence_model", None)
-  if model is not None:
-    out.update({"model_dir": os.path.abspath(model.folder), "similarity": model.similarity})
-  out.update(extra)
-  return out
-
-
-def export_embedder(embedder, export_dir, overwrite=False):
-  """Writes the SavedModel (see the module docstring); returns export_dir."""
-  module, signatures = build_module(embedder)
-  return export.save_serving_module(export_dir, module, signatures, metadata(embedder),
-                                    overwrite)
-
-
-def export_from_folder(model_dir, export_dir, max_seq_length=None, overwrite=False,
-                       inference_precision="float32"):
-  """export_text_embedder.py: a sentence-transformers folder -> the SavedModel."""
-  export.check_export_dir(export_dir, overwrite)  # before the weights are read
-  return export_embedder(load(model_dir, max_seq_length, inference_precision), export_dir,
-                         overwrite)
-
-
-# ------------------------------------------------------------------------------ files
-
-FROM_MODEL = "from_model"
-
-
-def for_extract_features(pooling, model_dir, init_checkpoint, bert_config_file, vocab_file,
-                         do_lower_case, strip_accents, max_seq_length, given_flags=(),
-                         inference_precision="float32"):
-  """The TextEmbedder extract_features.py's --pooling / --model_dir ask for.
-
-  With --model_dir the sentence-transformers folder says everything (its own
-  max_seq_length unless the flag is given); otherwise the checkpoint flags are the
-  per-token run's, pooled from the last layer without normalization.
-  `given_flags` names the flags set on the command line.
-  """
-  if "layers" in given_flags:
-    raise UserInputError("--layers selects per-token features; pooled sentence embeddings come "
-                         "from the last layer. Drop --layers (or --pooling/--model_dir).")
-  if model_dir:
-    if pooling not in (None, "", FROM_MODEL):
-      raise UserInputError("--model_dir brings its own pooling; drop --pooling=%s (or use "
-                           "--pooling=%s)." % (pooling, FROM_MODEL))
-    clashing = [n for n, v in (("init_checkpoint", init_checkpoint),
-                               ("bert_config_file", bert_config_file),
-                               ("vocab_file", vocab_file)) if v]
-    clashing += [n for n in ("do_lower_case", "strip_accents") if n in given_flags]
-    if clashing:
-      raise UserInputError("--model_dir brings its own weights, config, vocab and casing; drop "
-                           "%s." % ", ".join("--" + n for n in clashing))
-    return load(model_dir, max_seq_length if "max_seq_length" in given_flags else None,
-                inference_precision)
-  if pooling == FROM_MODEL:
-    raise UserInputError("--pooling=%s needs --model_dir=FOLDER (a sentence-transformers "
-                         "model)." % FROM_MODEL)
-  missing = [n for n, v in (("init_checkpoint", init_checkpoint),
-                            ("bert_config_file", bert_config_file),
-                            ("vocab_file", vocab_file)) if not v]
-  if missing:
-    raise UserInputError("missing required flag(s): %s" % ", ".join("--" + n for n in missing))
-  modes = sentence_models.parse_pooling_mode(pooling, "--pooling")
-  config = BertConfig.from_json_file(bert_config_file)
-  if max_seq_length > config.max_position_embeddings or max_seq_length < 2:
-    raise UserInputError("--max_seq_length=%d must be between 2 and max_position_embeddings=%d "
-                         "of %s." % (max_seq_length, config.max_position_embeddings,
-                                     bert_config_file))
-  return build(init_checkpoint, modes, False, max_seq_length, do_lower_case, strip_accents,
-               vocab_file, config, inference_precision=inference_precision)
-
-
-def write_embeddings(embedder, examples, output_file, batch_size, progress_stream=None):
-  """One JSON line per example, {"linex_index": id, "embedding": [...]}; returns the count.
-
-  `examples` have `unique_id`, `text_a` and `text_b` (None or "" for one text), as
-  extract_features.py reads them; values are rounded to 6 decimals like its per-token
-  features. The file appears only when complete.
-  """
-  folder = os.path.dirname(os.path.abspath(output_file))
-  if not os.path.isdir(folder):
-    raise UserInputError("Output folder %s does not exist (check --output_file)." % folder)
-  if batch_size < 1:
-    raise UserInputError("--batch_size must be positive, got %d." % batch_size)
-  examples = list(examples)
-  pairs = any(e.text_b for e in examples)
-  progress = Progress(len(examples), "examples", "sentence embeddings", stream=progress_stream)
-  tmp = output_file + ".partial"
-  with open(tmp, "w", encoding="utf-8") as writer:
-    for start in range(0, len(examples), batch_size):
-      batch = examples[start:start + batch_size]
-      vectors = embedder.embed([e.text_a for e in batch], batch_size,
-                               [e.text_b or "" for e in batch] if pairs else None)
-      for example, vector in zip(batch, vectors):
-        writer.write(json.dumps({"linex_index": example.unique_id,
-                                 "embedding": [round(x, 6) for x in vector.tolist()]}) + "\n")
-      progress.update(len(batch))
-  os.replace(tmp, output_file)
-  return len(examples)

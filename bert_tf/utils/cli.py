@@ -1,8 +1,10 @@
 """Script plumbing: absl entry point that turns UserInputError and preemption into clean exits,
-and the flags the data scripts share (no TensorFlow import here: the Beam launcher stays light).
+the Beam scripts' import of the optional Apache Beam, and the flags the data scripts share (no
+TensorFlow import here: the Beam launcher stays light).
 """
 
 import fractions
+import logging as std_logging
 import sys
 
 from absl import app, flags, logging
@@ -29,6 +31,21 @@ def run(main, flags_parser=app.parse_flags_with_usage):
       sys.exit(e.exit_code)
 
   app.run(guarded, flags_parser=flags_parser)
+
+
+def import_beam(script):
+  """apache_beam, imported for `script`; without it (the optional extra bert_tf[beam]), one line
+  saying how to install it and exit 2."""
+  std_logging.disable(std_logging.WARNING)  # Beam's import warns about optional GCP clients
+  try:
+    import apache_beam
+  except ImportError as e:
+    print("error: %s needs Apache Beam (%s); install it with `pip install 'bert_tf[beam]'` (or "
+          "`pip install -r requirements.txt` in this checkout)." % (script, e), file=sys.stderr)
+    sys.exit(2)
+  finally:
+    std_logging.disable(std_logging.NOTSET)
+  return apache_beam
 
 
 def require_flags(flag_values, *names):

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import run_folder
 from bert_tf.errors import UserInputError
-from bert_tf.tasks.ner import labels as ner_labels
+from bert_tf.tasks.ner.labels import read_json
 
 REPRESENTATIONS = ("embeddings", "second_to_last_hidden", "last_hidden",
                    "weighted_sum_last_four", "concat_last_four", "weighted_sum_all")
@@ -204,7 +204,7 @@ def check_record(weights_path, flag_values, checkpoint, checkpoint_sha1):
   """The record of the weights at `weights_path`, after checking this run against it: the
   flags in `flag_values` ({name: value}) and the BERT checkpoint whose features it reads."""
   path = record_path(weights_path)
-  record = ner_labels.read_json(path, "Feature-based tagger record")
+  record = read_json(path, "Feature-based tagger record")
   if record is None:
     raise UserInputError("%s has no record %s of what it was trained with: train it again with "
                          "--do_train." % (weights_path, path))

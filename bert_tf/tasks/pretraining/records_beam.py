@@ -2,7 +2,7 @@
 
 The unit of work is one input file: file i of the sorted, de-duplicated list is
 turned into exactly the records that `create_pretraining_data.py` writes for that
-file alone with `--random_seed` = random_seed + i (`records.file_examples`,
+file alone with `--random_seed` = random_seed + i (`pretraining_data.file_examples`,
 the same reader, instance generator and encoder). So the records written, as a
 multiset over all output shards, are the union of those single-file runs, whatever
 the runner, the number of workers or the order they finish in; and a worker holds
@@ -22,8 +22,8 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import records
+from bert_tf.utils import beam_options
 
 SHARD_TEMPLATE = "-SSSSS-of-NNNNN"
 _METRICS_NAMESPACE = "bert_tf.tasks.pretraining.records"
@@ -44,36 +44,12 @@ class Settings:
   random_token_prob: float = records.RANDOM_TOKEN_PROB
 
 
-@dataclasses.dataclass(frozen=True)
-class InputFile:
-  index: int  # position in the sorted list: the file's seed is random_seed + index
-  path: str
-  size: int
-
-
 def open_input(path):
   """Opens a file on any of Beam's file systems (local, gs://, s3://, hdfs://, ...).
 
   Always uncompressed: the bytes are read exactly as create_pretraining_data.py reads them.
   """
   return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-
-
-def expand_input_files(patterns):
-  """Comma-separated globs -> InputFile list, sorted by path, each file once."""
-  sizes = {}
-  for pattern in patterns.split(","):
-    pattern = pattern.strip()
-    if not pattern:
-      continue
-    matched = FileSystems.match([pattern])[0].metadata_list
-    if not matched:
-      raise UserInputError("No file matches --input_file pattern %s." % pattern)
-    for metadata in matched:
-      sizes[metadata.path] = metadata.size_in_bytes
-  if not sizes:
-    raise UserInputError("--input_file names no file.")
-  return [InputFile(i, path, sizes[path]) for i, path in enumerate(sorted(sizes))]
 
 
 def check_input_files(input_files, tokenizer):
@@ -102,7 +78,7 @@ def remove_temporary_files(output_prefix):
 
 
 class CreateFileExamples(beam.DoFn):
-  """InputFile -> its serialized records, as that file's single-file run writes them."""
+  """A beam_options.InputFile -> its serialized records, as its single-file run writes them."""
 
   def __init__(self, tokenizer, settings):
     self.tokenizer = tokenizer
@@ -140,9 +116,4 @@ def build(pipeline, input_files, output_prefix, tokenizer, settings, num_shards=
 
 def counters(result):
   """{"records": n, "files": n} from a finished pipeline's metrics."""
-  out = {}
-  query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(_METRICS_NAMESPACE))
-  for counter in query["counters"]:
-    value = counter.committed if counter.committed is not None else counter.attempted
-    out[counter.key.metric.name] = out.get(counter.key.metric.name, 0) + (value or 0)
-  return out
+  return beam_options.counters(result, _METRICS_NAMESPACE)
