@@ -41,13 +41,13 @@ from absl import flags, logging
 from bert_tf.checkpoints import run_folder
 from bert_tf.data import input_pipeline
 from bert_tf.errors import UserInputError
-from bert_tf.tasks.pretraining import records
+from bert_tf.tasks.pretraining import data_flags, records
 from bert_tf.utils import cli
 from bert_tf.utils.progress import Progress
 
 FLAGS = flags.FLAGS
 
-cli.define_pretraining_data_flags()
+data_flags.define()
 flags.DEFINE_integer("documents_per_shard", 0,
                      "0 (default): hold the whole corpus in memory and write exactly the "
                      "original's records. N > 0: stream the corpus N documents at a time with "
@@ -56,10 +56,10 @@ flags.adopt_module_key_flags(cli)  # --help lists the shared flags too
 
 
 def main(_):
-  cli.check_pretraining_data_flags(FLAGS)
+  data_flags.check(FLAGS)
   if FLAGS.documents_per_shard < 0:
     raise UserInputError("--documents_per_shard must be 0 (whole corpus) or positive.")
-  tokenizer = cli.pretraining_data_tokenizer(FLAGS)
+  tokenizer = data_flags.tokenizer(FLAGS)
   # In the order tf.io.gfile.glob gives, as the original (the records depend on it).
   input_files = input_pipeline.expand_files(FLAGS.input_file, "--input_file")
   output_files = FLAGS.output_file.split(",")

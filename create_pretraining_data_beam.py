@@ -28,13 +28,13 @@ from bert_tf.utils import cli
 beam = cli.import_beam("create_pretraining_data_beam.py")
 
 from bert_tf.errors import UserInputError, io_reason  # noqa: E402
-from bert_tf.tasks.pretraining import records_beam  # noqa: E402
+from bert_tf.tasks.pretraining import data_flags, records_beam  # noqa: E402
 from bert_tf.utils import beam_options  # noqa: E402
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
-cli.define_pretraining_data_flags(
+data_flags.define(
     input_file_help="Input raw text files: comma-separated globs. File i of the sorted list "
                     "gets seed --random_seed + i.",
     output_file_help="Output prefix: shards are written as <output_file>-SSSSS-of-NNNNN.",
@@ -62,7 +62,7 @@ def pipeline_options(beam_args):
 
 
 def check_flags():
-  cli.check_pretraining_data_flags(FLAGS)
+  data_flags.check(FLAGS)
   if FLAGS.num_shards < 0:
     raise UserInputError("--num_shards must be 0 (the runner decides) or positive.")
   if "," in FLAGS.output_file:
@@ -83,7 +83,7 @@ def main(argv):
   if runner in ("DirectRunner", "direct"):
     beam_options.quiet_local_runner()
   check_flags()
-  tokenizer = cli.pretraining_data_tokenizer(FLAGS)
+  tokenizer = data_flags.tokenizer(FLAGS)
   input_files = beam_options.expand_input(FLAGS.input_file, "--input_file")
   left = records_beam.existing_shards(FLAGS.output_file)
   if left:

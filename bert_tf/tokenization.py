@@ -108,14 +108,6 @@ def whitespace_tokenize(text):
   return text.split()
 
 
-# Help of the runners' --strip_accents flag (default None: the original's rule).
-STRIP_ACCENTS_HELP = (
-    "Whether to strip accents (marks) from the text. Default: the original's behaviour, "
-    "strip exactly when lower-casing. --strip_accents=false keeps accents while lower-casing "
-    "(e.g. Korean Hangul syllables stay whole); --strip_accents=true strips them even with "
-    "--do_lower_case=false. Must match how the model was trained.")
-
-
 def resolve_strip_accents(do_lower_case, strip_accents):
   """Whether accents are stripped: `strip_accents` if given, else the original's rule.
 

@@ -11,10 +11,9 @@ import tensorflow as tf
 from bert_tf import tokenization
 from bert_tf.data import example_codec
 from bert_tf.errors import UserInputError
-from bert_tf.tasks.pretraining import corpus
+from bert_tf.tasks.pretraining import corpus, data_flags
 from bert_tf.tasks.pretraining import instances as pretraining_instances
 from bert_tf.tasks.pretraining import records as pretraining_data
-from bert_tf.utils import cli
 from helpers import FIXTURES, VOCAB_UNCASED, run_script
 
 DATA = FIXTURES / "pretraining_data"
@@ -500,7 +499,7 @@ def test_masking_settings_in_the_records(tokenizer):
 
 
 class _FlagValues:
-  """The attribute and item access of absl's FlagValues, for check_pretraining_data_flags."""
+  """The attribute and item access of absl's FlagValues, for data_flags.check."""
 
   def __init__(self, **overrides):
     self.__dict__.update(input_file="in.txt", output_file="out.tfrecord", vocab_file="v.txt",
@@ -515,12 +514,12 @@ class _FlagValues:
 
 def test_masking_flags_are_checked():
   for mask, random_token in TABLE_8 + [(0.7, 0.3), (0.35, 0.65), (0.1, 0.9)]:
-    cli.check_pretraining_data_flags(_FlagValues(mask_token_prob=mask,
+    data_flags.check(_FlagValues(mask_token_prob=mask,
                                                  random_token_prob=random_token))
     pretraining_instances.replacement_thresholds(mask, random_token)
   for mask, random_token in ((0.9, 0.2), (1.1, 0.0), (0.5, -0.1), (float("nan"), 0.1)):
     with pytest.raises(UserInputError) as error:
-      cli.check_pretraining_data_flags(_FlagValues(mask_token_prob=mask,
+      data_flags.check(_FlagValues(mask_token_prob=mask,
                                                    random_token_prob=random_token))
     assert str(error.value) == (
         "--mask_token_prob=%s and --random_token_prob=%s must each be in [0, 1] and sum to at "
