@@ -1,6 +1,7 @@
 """predict_beam.py: any export over a corpus on Beam, answers equal to the export's own, one
 request at a time; bad rows to the dead letters with a reason; reruns write the same bytes."""
 
+import functools
 import json
 
 import numpy as np
@@ -8,7 +9,14 @@ import pytest
 
 from bert_tf import beam_inference
 from bert_tf.errors import UserInputError
-from helpers import TINY_CKPT, VOCAB_UNCASED, ScriptSession, assert_float32_close, tiny_config
+from helpers import (
+  TINY_CKPT,
+  VOCAB_UNCASED,
+  ScriptSession,
+  assert_float32_close,
+  run_script,
+  tiny_config,
+)
 
 SEQ = 16
 EXPORT_ULPS = 32  # as test_export: another batch (padding, kernels) moves float32 rounding
@@ -345,7 +353,8 @@ def test_command_line_refusals_and_two_local_workers(exports, tmp_path):
       (good + [out, "--num_shards=2", "--batch_size=3", "--direct_num_workers=2",
                "--direct_running_mode=multi_processing"], None),
   ]
-  with ScriptSession("predict_beam.py") as session:
+  with ScriptSession("predict_beam.py") as process:  # its command lines in one process
+    session = functools.partial(run_script, "predict_beam.py", shared=process)
     for args, message in cases[:-1]:
       result = session(*args)
       last = result.stderr.strip().splitlines()[-1]
