@@ -18,9 +18,10 @@ def release_dir(tmp_path):
 
 @pytest.fixture(scope="module")
 def script_session():
-  """script_session(script): the helpers.ScriptSession of this checkout's `script` for the tests
-  of a module (their command lines of the script, each run when called, share one process
-  instead of starting Python and TensorFlow each), closed after the module."""
+  """The module's processes of this checkout's scripts: run_script(script, *args,
+  shared=script_session) runs a command line in the module's one helpers.ScriptSession of
+  `script` (its command lines share one process instead of starting Python and TensorFlow
+  each), started at its first and closed after the module."""
   sessions = {}
 
   def session(script):

@@ -1,7 +1,8 @@
 """What several test files share: the checkout's paths and the tiny Google-layout reference
-model, float32 bounds, running this checkout's scripts, running code in a process that cannot
-import bert_tf (as a server would), and calling a model from many threads. One definition
-each; conftest.py holds the fixtures only."""
+model, float32 bounds, the one way to run a script (run_script: this checkout's scripts and
+the test programs of tests/programs/, in a shared process or one of their own, with or
+without bert_tf importable), and calling a model from many threads. One definition each;
+conftest.py holds the fixtures only."""
 
 import json
 import os
@@ -13,7 +14,10 @@ import threading
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS)
+# The programs the tests run in a process of their own, from ROOT (run_script(PROGRAMS + name)).
+PROGRAMS = "tests/programs/"
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 TINY_DIR = FIXTURES / "checkpoint" / "tiny_uncased_L-2_H-32_A-4"
 TINY_CKPT = str(TINY_DIR / "bert_model.ckpt")
@@ -93,47 +97,63 @@ def with_tiny_weights(model, head_scale):
   return model
 
 
-def run_script(script, *args, cwd=ROOT, timeout=300):
-  """A script of this checkout run with this Python; output captured as text."""
-  return subprocess.run([sys.executable, os.path.join(ROOT, script), *args], cwd=cwd,
-                        capture_output=True, text=True, timeout=timeout)
+def run_script(script, *args, shared=None, python=None, env=None, isolated=False, cwd=ROOT,
+               timeout=300, wait=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE):
+  """The one way the tests run a script: `script` (a path from ROOT: one of this checkout's
+  scripts, such as "run_ner.py", or a test program, PROGRAMS + "name.py"; a name without .py
+  is a module, run as `python -m`) given `args`; a subprocess.CompletedProcess, output as text.
+
+  shared: where it runs. The module's `script_session` fixture (or a ScriptSession of `script`):
+  in that one process of the script, TensorFlow imported once, which is cheaper. None: in a
+  process of its own, of `python` (default this one) in `cwd`, with `env`'s variables set (a
+  value None unsets one). A test program finds bert_tf and helpers.py; isolated=True runs it
+  (or anything) without PYTHONPATH and with TensorFlow's C++ logs quiet: what a deployment
+  sees, bert_tf not importable. wait=False: the started subprocess.Popen, to read or signal
+  while it runs (`stdout`, `stderr`: where its output goes, as subprocess takes them)."""
+  args = [str(a) for a in args]
+  if shared is not None:
+    assert (python, env, isolated, cwd, wait) == (None, None, False, ROOT, True), (
+        "a shared process runs command lines of this checkout's scripts only")
+    session = shared if isinstance(shared, ScriptSession) else shared(script)
+    return session(*args)
+  command = ([os.path.join(ROOT, script)] if script.endswith(".py") else ["-m", script])
+  variables = dict(os.environ)
+  if script.startswith(PROGRAMS):
+    variables["PYTHONPATH"] = os.pathsep.join([ROOT, TESTS])
+  if isolated:
+    variables.pop("PYTHONPATH", None)
+    variables["TF_CPP_MIN_LOG_LEVEL"] = "2"
+  for name, value in (env or {}).items():
+    if value is None:
+      variables.pop(name, None)
+    else:
+      variables[name] = str(value)
+  command = [python or sys.executable, *command, *args]
+  if not wait:
+    return subprocess.Popen(command, cwd=cwd, env=variables, stdout=stdout, stderr=stderr,
+                            text=True)
+  return subprocess.run(command, cwd=cwd, env=variables, stdout=stdout, stderr=stderr,
+                        text=True, timeout=timeout)
 
 
-def run_isolated(command, cwd, timeout=120):
-  """`command` without PYTHONPATH (bert_tf is not importable from this checkout) and with
-  TensorFlow's C++ logs quiet: what a deployment sees."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  env.pop("PYTHONPATH", None)
-  return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
-                        timeout=timeout)
-
-
-def run_isolated_script(source, folder, *args, timeout=120):
-  """Python `source` written to `folder` and run there by run_isolated; the JSON of the last
-  line it prints (the test fails with stderr's tail if it fails)."""
-  script = folder / "isolated.py"
-  script.write_text(source)
-  result = run_isolated([sys.executable, str(script), *args], folder, timeout)
+def printed_json(result):
+  """The JSON of the last line a finished run printed; the test fails with the end of its
+  stderr if the run failed."""
   assert result.returncode == 0, result.stderr[-3000:]
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-_SERVING_PREAMBLE = """
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the text ops of the SavedModels)
-assert not any(m.startswith("bert_tf") for m in sys.modules)
-args = json.loads(sys.argv[1])
-models = [tf.saved_model.load(path) for path in sys.argv[2:]]
-"""
-
-
 def run_serving_script(body, folder, saved_models, args, timeout=120):
-  """`body` by run_isolated_script, after a preamble that imports TensorFlow and
-  tensorflow_text only (bert_tf must stay out), loads `saved_models` as `models` and the
-  JSON-able `args` as `args`; the JSON of the last line it prints."""
-  return run_isolated_script(_SERVING_PREAMBLE + body, folder, json.dumps(args),
-                             *map(str, saved_models), timeout=timeout)
+  """Only for tests/test_classifier_windows.py's program in a string, until helper A's change
+  (issue 41) makes it a module of tests/programs/ like the others; then delete this. `body`
+  after the preamble of serving.py's arguments_and_models, run by run_script(isolated=True)."""
+  script = folder / "serving_script.py"
+  script.write_text("import json, sys\nsys.path.insert(0, %r)\n"
+                    "from serving import arguments_and_models, tf\n"
+                    "args, models = arguments_and_models()\n" % os.path.join(ROOT, PROGRAMS)
+                    + body)
+  return printed_json(run_script(str(script), json.dumps(args), *map(str, saved_models),
+                                 isolated=True, cwd=folder, timeout=timeout))
 
 
 def call_concurrently(call, inputs, repeats=3):
@@ -158,29 +178,6 @@ def call_concurrently(call, inputs, repeats=3):
   return results
 
 
-def run_saved_model_cli(*args, cwd):
-  """`saved_model_cli *args` by run_isolated, after importing tensorflow_text (whose ops the
-  text signatures need and which the plain command does not import)."""
-  main = ("import sys, tensorflow_text; "
-          "from tensorflow.python.tools.saved_model_cli import main; "
-          "sys.argv[0] = 'saved_model_cli'; sys.exit(main())")
-  return run_isolated([sys.executable, "-c", main, *args], cwd)
-
-
-def run_tf_keras_script(source, folder, *args, timeout=300):
-  """Python `source` run as run_isolated_script runs it, but with TF_USE_LEGACY_KERAS=1 (tf.keras
-  is then tf_keras, Keras 2, as TF Hub's tutorials run: hub.KerasLayer needs it); the JSON of
-  the last line it prints."""
-  script = folder / "tf_keras_script.py"
-  script.write_text(source)
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1")
-  env.pop("PYTHONPATH", None)
-  result = subprocess.run([sys.executable, str(script), *args], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-  assert result.returncode == 0, result.stderr[-3000:]
-  return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def damaged_copy(source_dir, target_dir, how):
   """A copy of a Google release folder whose .data file is cut in half ("truncated") or has one
   bit flipped ("bit_flipped"); returns the checkpoint prefix."""
@@ -198,67 +195,22 @@ def damaged_copy(source_dir, target_dir, how):
   return os.path.join(target_dir, "bert_model.ckpt")
 
 
-
 # One script's command lines run one after another in one Python process, each through the
 # script's own entry point (cli.run(main), absl's app.run: flags parsed anew from their
 # defaults), with its exit code and its output on file descriptors 1 and 2 captured as a
 # process of its own would have them. TensorFlow is imported once, not once per command line.
-# The driver reads a command line (JSON) per line of stdin and answers each on stdout with a
-# line _DONE + the JSON of [exit code, stdout file, stderr file].
+# The driver, PROGRAMS + "script_cases.py", reads a command line (JSON) per line of stdin and
+# answers each on stdout with a line _DONE + the JSON of [exit code, stdout file, stderr file].
 _DONE = "script-case-done "
-_SCRIPT_CASES = r"""
-import importlib.util, json, os, sys, traceback
-root, script, folder, done = sys.argv[1:5]
-sys.path.insert(0, root)
-path = os.path.join(root, script)
-source = open(path, encoding="utf-8").read()
-parser = source.rstrip().endswith('\n  cli.run(main, flags_parser=parse_flags)')  # Beam's
-assert parser or source.rstrip().endswith('if __name__ == "__main__":\n  cli.run(main)'), (
-    script + " no longer ends with cli.run(main): run it with run_script")
-name = os.path.splitext(os.path.basename(script))[0]
-spec = importlib.util.spec_from_file_location(name, path)
-module = sys.modules[name] = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-from absl import flags, logging
-from bert_tf import cli
-for count, line in enumerate(sys.stdin):
-  flags.FLAGS.unparse_flags()
-  flags.FLAGS["verbosity"].value = 0  # INFO, as app.run sets it when it first parses flags
-  sys.argv = [path, *json.loads(line)]
-  sys.stdout.flush()
-  sys.stderr.flush()
-  saved = {fd: os.dup(fd) for fd in (1, 2)}
-  names = {fd: os.path.join(folder, "%d.%d" % (count, fd)) for fd in (1, 2)}
-  for fd in (1, 2):
-    target = os.open(names[fd], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(target, fd)
-    os.close(target)
-  code = 0
-  try:
-    cli.run(module.main, **({"flags_parser": module.parse_flags} if parser else {}))
-  except SystemExit as e:
-    if isinstance(e.code, str):
-      print(e.code, file=sys.stderr)
-    code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
-  except BaseException:  # an uncaught error: what Python prints, and exit 1
-    traceback.print_exc()
-    code = 1
-  logging.flush()
-  sys.stdout.flush()
-  sys.stderr.flush()
-  for fd in (1, 2):
-    os.dup2(saved[fd], fd)
-    os.close(saved[fd])
-  print(done + json.dumps([code, names[1], names[2]]), flush=True)
-"""
 
 
 class ScriptSession:
   """One process that runs command lines of `script` (of this checkout) as run_script would,
   one at a time, when called: session(*args) -> subprocess.CompletedProcess, with the exit
-  code and output of that command line alone (see _SCRIPT_CASES). Between calls the test reads
-  and changes files as between processes; TensorFlow is imported once. A call whose process
-  ended or hung fails; the next call starts a new process. A context manager."""
+  code and output of that command line alone (tests/programs/script_cases.py). Between calls
+  the test reads and changes files as between processes; TensorFlow is imported once. A call
+  whose process ended or hung fails; the next call starts a new process. A context manager.
+  Tests call it through run_script(script, *args, shared=...)."""
 
   def __init__(self, script, timeout=600):
     self.script, self.timeout = script, timeout
@@ -271,7 +223,8 @@ class ScriptSession:
     self.folder = tempfile.mkdtemp(prefix="script_session_")
     self.log = open(os.path.join(self.folder, "driver.log"), "w")
     self.process = subprocess.Popen(
-        [sys.executable, "-c", _SCRIPT_CASES, ROOT, self.script, self.folder, _DONE], cwd=ROOT,
+        [sys.executable, os.path.join(ROOT, PROGRAMS, "script_cases.py"), ROOT, self.script,
+         self.folder, _DONE], cwd=ROOT,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
     self.answers = queue.Queue()
     threading.Thread(target=self._read, args=(self.process, self.answers), daemon=True).start()
@@ -324,11 +277,3 @@ class ScriptSession:
 
   def __exit__(self, *unused):
     self.close()
-
-
-def run_script_cases(script, cases, timeout=600):
-  """Each list of arguments in `cases` given to `script` of this checkout as its command line,
-  one after another in one process (a ScriptSession); a subprocess.CompletedProcess per case,
-  with its exit code and its output as text."""
-  with ScriptSession(script, timeout) as session:
-    return [session(*args) for args in cases]

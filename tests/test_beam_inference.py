@@ -16,6 +16,7 @@ from helpers import (
   VOCAB_UNCASED,
   ScriptSession,
   assert_float32_close,
+  run_script,
   tiny_config,
   with_tiny_weights,
 )
@@ -366,7 +367,8 @@ def test_command_line_refusals_and_two_local_workers(exports, tmp_path):
       (good + [out, "--num_shards=2", "--batch_size=3", "--direct_num_workers=2",
                "--direct_running_mode=multi_processing"], None),
   ]
-  with ScriptSession("predict_beam.py") as session:
+  with ScriptSession("predict_beam.py") as process:  # its command lines in one process
+    session = functools.partial(run_script, "predict_beam.py", shared=process)
     for args, message in cases[:-1]:
       result = session(*args)
       last = result.stderr.strip().splitlines()[-1]

@@ -4,7 +4,7 @@ are checked: the benchmark's name and rows, finite figures (positive for times a
 the checks the benchmark itself makes. Timings are never asserted.
 
 The benchmarks run in two subprocesses side by side, each paying TensorFlow's start-up once:
-this file, run as a script, imports each benchmark module of its plan, parses its flags and
+tests/programs/benchmark_plan.py imports each benchmark module of its plan, parses its flags and
 calls its main, then drops its flags before the next one. The peers' rows (Hugging Face
 transformers, ONNX Runtime) need a Python with torch, transformers, onnxruntime, onnx and
 onnxscript, which CI has not: set BERT_TF_PEER_PYTHON to one to run them too.
@@ -16,18 +16,13 @@ benchmarks/beam_inference.py, which starts predict_beam.py with 1 and 2 worker p
 checks (the answers and bytes of both equal) are tests/test_beam_inference.py's.
 """
 
-import importlib
 import json
 import math
 import os
-import subprocess
-import sys
-import time
-import traceback
 
 import pytest
 
-from helpers import ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import PROGRAMS, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
 
 PEER_PYTHON = os.environ.get("BERT_TF_PEER_PYTHON")
 NO_PEER = "no peer Python: set BERT_TF_PEER_PYTHON to one with torch, transformers, " \
@@ -125,15 +120,12 @@ def runs(tmp_path_factory):
     plans[name in SECOND_PROCESS].append({
         "name": name, "module": "benchmarks." + module, "argv": argv + ["--json_out=%s" % out],
         "out": str(out), "error": str(out) + ".error"})
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.dirname(__file__)]),
-             TF_CPP_MIN_LOG_LEVEL="2")
   processes = []
   for index, plan in enumerate(plans):
     plan_file = tmp / ("plan-%d.json" % index)
     plan_file.write_text(json.dumps(plan))
-    processes.append(subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), str(plan_file)], cwd=ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    processes.append(run_script(PROGRAMS + "benchmark_plan.py", plan_file,
+                                env={"TF_CPP_MIN_LOG_LEVEL": "2"}, wait=False))
   for process in processes:
     _, stderr = process.communicate(timeout=1200)
     assert process.returncode == 0, stderr[-3000:]
@@ -248,49 +240,16 @@ def test_text_embedder(runs):
 
 def test_peers_are_checked_before_anything_runs():
   """A peer's Python is asked which modules it lacks, through benchmarks/sides."""
-  result = subprocess.run([sys.executable, "-m", "benchmarks.sides.imports", "missing",
-                           json.dumps({"modules": ["json", "no_such_module_here"]})],
-                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
-                          text=True, timeout=60)
+  result = run_script("benchmarks.sides.imports", "missing",
+                      json.dumps({"modules": ["json", "no_such_module_here"]}),
+                      env={"PYTHONPATH": ROOT}, timeout=60)
   assert result.returncode == 0, result.stderr
   assert json.loads(result.stdout.splitlines()[-1]) == ["no_such_module_here"]
 
 
 @pytest.mark.skipif(not PEER_PYTHON, reason=NO_PEER)
 def test_peer_python_has_the_peers():
-  command = [PEER_PYTHON, "-m", "benchmarks.sides.imports", "missing",
-             json.dumps({"modules": ["torch", "transformers", "onnxruntime"]})]
-  result = subprocess.run(command, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
-                          capture_output=True, text=True, timeout=120)
+  result = run_script("benchmarks.sides.imports", "missing",
+                      json.dumps({"modules": ["torch", "transformers", "onnxruntime"]}),
+                      python=PEER_PYTHON, env={"PYTHONPATH": ROOT}, timeout=120)
   assert json.loads(result.stdout.splitlines()[-1]) == []
-
-
-def _run_plan(plan_file):
-  """Runs each planned benchmark's main in this process; a failure is written to the entry's
-  error file and the next one runs. Each benchmark module (and benchmarks.common) is imported
-  afresh, so that it defines its flags on a FlagValues without the previous one's."""
-  from absl import flags
-  with open(plan_file, encoding="utf-8") as f:
-    plan = json.load(f)
-  for entry in plan:
-    for module in [m for m in sys.modules if m.split(".")[0] == "benchmarks"]:
-      del sys.modules[module]
-    defined = flags.FLAGS.flags_by_module_dict()
-    for name in {flag.name for module, module_flags in defined.items()
-                 if module.split(".")[0] == "benchmarks" for flag in module_flags}:
-      delattr(flags.FLAGS, name)
-    start = time.perf_counter()
-    try:
-      benchmark = importlib.import_module(entry["module"])
-      benchmark.main(flags.FLAGS([entry["module"]] + entry["argv"]))
-    except BaseException:  # pylint: disable=broad-except  (SystemExit too: its reason)
-      with open(entry["error"], "w", encoding="utf-8") as f:
-        f.write(traceback.format_exc())
-    used = os.times()
-    print("%s: %.1f s (CPU of the run so far, sides included: %.1f s)" % (
-        entry["name"], time.perf_counter() - start,
-        used.user + used.system + used.children_user + used.children_system), file=sys.stderr)
-
-
-if __name__ == "__main__":
-  _run_plan(sys.argv[1])

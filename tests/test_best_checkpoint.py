@@ -1,6 +1,7 @@
 """--eval_every_steps: the best checkpoint, its record, pruning, early stopping and resume
 (bert_tf/checkpoint_keeper.BestCheckpoint, Trainer.train, the runner's use of the best)."""
 
+from functools import partial
 import json
 import logging as std_logging
 
@@ -11,7 +12,7 @@ from bert_tf.errors import UserInputError
 from bert_tf.runner.shared_flags import RunOptions
 from bert_tf.training import checkpoint_keeper
 from bert_tf.training.checkpoint_keeper import BestCheckpoint, CheckpointKeeper
-from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
 
 
 def _saved(folder, *steps):
@@ -318,7 +319,7 @@ def _predictions(path):
 @pytest.mark.slow
 def test_the_best_step_is_kept_used_for_every_output_and_early_stopping_ends_the_run(
     tmp_path, script_session):
-  run = script_session("run_classifier.py")
+  run = partial(run_script, "run_classifier.py", shared=script_session)
   train = _csv(tmp_path / "train.csv", _ROWS)
   dev = _csv(tmp_path / "dev.csv", [(t, l if i % 3 else _FLIP[l]) for i, (t, l) in
                                     enumerate(_ROWS)])

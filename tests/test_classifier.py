@@ -2,8 +2,6 @@
 
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,7 +11,15 @@ from bert_tf import tokenization
 from bert_tf.data import example_codec
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
-from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import (
+  FIXTURES,
+  PROGRAMS,
+  TINY_CKPT,
+  TINY_CONFIG,
+  VOCAB_UNCASED,
+  printed_json,
+  run_script,
+)
 
 DATA = FIXTURES / "classifier_data"
 
@@ -111,8 +117,7 @@ def test_glue_metrics_hand_worked():
 
 
 def _run(*args):
-  return subprocess.run([sys.executable, os.path.join(ROOT, "run_classifier.py"), *args],
-                        capture_output=True, text=True, timeout=300)
+  return run_script("run_classifier.py", *args)
 
 
 def _common(data_dir, output_dir, *extra):
@@ -199,19 +204,10 @@ def test_export_dir_gives_a_savedmodel_answering_raw_text_in_a_fresh_process(tmp
   meta = export.read_metadata(str(export_dir))
   assert meta["strip_accents"] is False and meta["do_lower_case"] is True
   assert meta["dynamic_length"] is True
-  script = (
-      "import json, tensorflow as tf, tensorflow_text\n"
-      "m = tf.saved_model.load(%r)\n"
-      "out = m.signatures['serving_default'](text_a=tf.constant(['The cat sat .', '']),\n"
-      "                                      text_b=tf.constant(['A cat was sitting .', 'x']))\n"
-      "print(json.dumps({k: v.numpy().tolist() for k, v in out.items() if k != 'labels'}))\n"
-      % str(export_dir))
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  fresh = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         cwd=str(tmp_path), env=env, timeout=300)
-  assert fresh.returncode == 0, fresh.stderr
   import json
-  answer = json.loads(fresh.stdout.strip().splitlines()[-1])
+  texts = {"text_a": ["The cat sat .", ""], "text_b": ["A cat was sitting .", "x"]}
+  answer = printed_json(run_script(PROGRAMS + "serve_signature.py", json.dumps(texts),
+                                   export_dir, isolated=True, cwd=tmp_path))
   assert len(answer["probabilities"]) == 2 and all(
       abs(sum(p) - 1) < 1e-5 for p in answer["probabilities"])
   assert set(answer["label_ids"]) <= {0, 1}

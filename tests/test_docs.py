@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT, TINY_DIR, VOCAB_UNCASED
+from helpers import PROGRAMS, ROOT, TINY_DIR, VOCAB_UNCASED, run_script
 
 DOCS = ["README.md"] + sorted(os.path.relpath(p, ROOT)
                               for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
@@ -278,6 +278,9 @@ def _tail(output, chars=3000):
 
 
 def _run(command, block, paths, timeout=900):
+  """A doc's block (bash, or its Python blocks written to a file) as a reader runs it: in the
+  work folder with the doc's environment (_env), not a script of the checkout, so not through
+  helpers.run_script."""
   result = subprocess.run(command, cwd=paths["work"], env=_env(block.doc, paths), text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
   return result.returncode, result.stdout
@@ -404,21 +407,6 @@ def test_doc_block(block, workspace):
 
 SCRIPT_PATTERNS = ("run_*.py", "create_pretraining_data*.py", "extract_features.py", "export_*.py",
                    "convert_checkpoint.py")  # demo.py's three flags are in docs/demo.md
-_FLAGS_OF_SCRIPTS = """
-import importlib, json, sys
-from absl import flags
-found = {}
-for script in sys.argv[1:]:
-  before = set(flags.FLAGS)
-  importlib.import_module(script)
-  new = set(flags.FLAGS) - before
-  found[script] = {name: flags.FLAGS[name].default for name in new
-                   if (flags.FLAGS.find_module_defining_flag(name) or "").split(".")[0]
-                   in (script, "bert_tf")}
-  for name in new:  # the next script defines its own
-    delattr(flags.FLAGS, name)
-print(json.dumps(found, default=str))
-"""
 _FLAG = re.compile(r"`--(\w+)`(?:=(\S+?))?(?=[,;]?\s|[,;]?$)")
 
 
@@ -452,10 +440,8 @@ def test_runners_flags_table_names_every_flag_of_every_script():
                     for p in glob.glob(os.path.join(ROOT, pattern))})
   assert sorted(table) == scripts, "docs/runners.md's flags table has rows for %s, the scripts " \
       "are %s" % (sorted(table), scripts)
-  result = subprocess.run([sys.executable, "-c", _FLAGS_OF_SCRIPTS,
-                           *(s[:-len(".py")] for s in scripts)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT,
-                                                           TF_CPP_MIN_LOG_LEVEL="2"))
+  result = run_script(PROGRAMS + "flags_of_scripts.py", *(s[:-len(".py")] for s in scripts),
+                      env={"TF_CPP_MIN_LOG_LEVEL": "2"})
   assert result.returncode == 0, _tail(result.stderr)
   defined = json.loads(result.stdout.strip().splitlines()[-1])
   problems = []

@@ -5,8 +5,6 @@ padded much further (to 64) and must come back unchanged from the cut path.
 """
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,7 +15,7 @@ from bert_tf.config import BertConfig
 from bert_tf.data import input_pipeline
 from bert_tf.modeling import longest_length, trim_to_longest
 from bert_tf.tasks import glue, pretraining, squad, swag
-from helpers import FIXTURES, ROOT, TINY_CKPT, VOCAB_UNCASED, tiny_config
+from helpers import FIXTURES, PROGRAMS, TINY_CKPT, VOCAB_UNCASED, run_script, tiny_config
 
 FORWARD = FIXTURES / "model_forward"
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
@@ -126,40 +124,13 @@ def test_training_steps_on_a_padded_batch_equal_the_fixed_length_steps():
       np.testing.assert_allclose(cut_vars[name], fixed_vars[name], atol=1e-5, err_msg=name)
 
 
-XLA_STEPS = """
-import sys
-import numpy as np
-import tensorflow as tf
-sys.path[:0] = sys.argv[1:3]
-from helpers import tiny_config
-from bert_tf import checkpoints, optimization, training
-from bert_tf.tasks import glue
-lengths = [[18, 25], [30, 21], [27, 29], [40, 12]]  # three batches in bucket 32, one in 48
-mask = (np.arange(64)[None, None, :] < np.array(lengths)[..., None]).astype(np.int32)
-features = {"input_word_ids": 7 * mask, "input_mask": mask, "input_type_ids": 0 * mask,
-            "label_ids": np.zeros((4, 2, 1), np.int32),
-            "is_real_example": np.ones((4, 2, 1), np.int32)}
-strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-task = glue.ClassificationTask(tiny_config(), 2, dynamic_length=True, length_bucket=16)
-with strategy.scope():
-  model = task.create_model()
-  optimizer = optimization.create_optimizer(
-      1e-3, 10, 2, checkpoints.variable_map(model.encoder, model.heads))
-step = training.TrainStep(strategy, task, model, optimizer, jit_compile=True)
-iterator = iter(tf.data.Dataset.from_tensor_slices(features))
-for _ in range(4):
-  step.step(iterator)
-"""
-
-
 @pytest.mark.slow
 def test_xla_training_compiles_once_per_length_bucket(tmp_path):
   """Cut batches under --jit_compile: XLA compiles the forward/backward once per bucket (it
   compiled it again for every batch while the length came from the mask inside it)."""
   dump = tmp_path / "xla_dump"
-  env = dict(os.environ, XLA_FLAGS="--xla_dump_to=%s" % dump, TF_CPP_MIN_LOG_LEVEL="2")
-  result = subprocess.run([sys.executable, "-c", XLA_STEPS, os.path.dirname(__file__), ROOT],
-                          capture_output=True, text=True, env=env, timeout=600)
+  env = {"XLA_FLAGS": "--xla_dump_to=%s" % dump, "TF_CPP_MIN_LOG_LEVEL": "2"}
+  result = run_script(PROGRAMS + "xla_bucket_steps.py", env=env, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   compiled = [f for f in os.listdir(dump)
               if "replica_gradients" in f and f.endswith("before_optimizations.txt")]
@@ -176,14 +147,13 @@ def test_run_classifier_cut_equals_padded_run(tmp_path):
   outputs = []
   for name, extra in (("padded", ["--pad_to_max_seq_length"]), ("cut", [])):
     out = tmp_path / name
-    result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=MRPC",
-         "--data_dir=%s" % (FIXTURES / "classifier_data" / "MRPC"),
-         "--bert_config_file=%s" % NODROPOUT_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
-         "--init_checkpoint=%s" % TINY_CKPT, "--output_dir=%s" % out, "--max_seq_length=64",
-         "--do_train", "--do_predict", "--train_batch_size=4", "--num_train_epochs=2",
-         "--learning_rate=1e-3", "--iterations_per_loop=1", *extra],
-        capture_output=True, text=True, timeout=300)
+    result = run_script(
+        "run_classifier.py", "--task_name=MRPC",
+        "--data_dir=%s" % (FIXTURES / "classifier_data" / "MRPC"),
+        "--bert_config_file=%s" % NODROPOUT_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
+        "--init_checkpoint=%s" % TINY_CKPT, "--output_dir=%s" % out, "--max_seq_length=64",
+        "--do_train", "--do_predict", "--train_batch_size=4", "--num_train_epochs=2",
+        "--learning_rate=1e-3", "--iterations_per_loop=1", *extra)
     assert result.returncode == 0, result.stderr[-3000:]
     losses = [float(l.rsplit("loss ", 1)[1].split(",")[0]) for l in result.stderr.splitlines()
               if "] step " in l and "loss " in l]

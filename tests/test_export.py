@@ -1,8 +1,8 @@
 """SavedModel export of the classifier: answers equal the Python path, anywhere it loads."""
 
+import json
 import os
 import shutil
-import sys
 
 import numpy as np
 import pytest
@@ -15,13 +15,13 @@ from bert_tf.tasks import glue
 from bert_tf.tasks.glue.export import export_classifier
 from helpers import (
   FIXTURES,
+  PROGRAMS,
   TINY_CKPT,
   VOCAB_UNCASED,
   assert_float32_close,
   call_concurrently,
-  run_isolated,
-  run_saved_model_cli,
-  run_serving_script,
+  printed_json,
+  run_script,
   tiny_config,
 )
 
@@ -93,27 +93,15 @@ def loaded(pair_export):
   return tf.saved_model.load(pair_export["dir"])
 
 
-_FRESH_SCRIPT = """
-model, = models
-text = model.signatures["serving_default"](text_a=tf.constant(args["a"]),
-                                           text_b=tf.constant(args["b"]))
-ids = model.signatures["serve_ids"](**{k: tf.constant(v, tf.int32)
-                                       for k, v in args["ids"].items()})
-print(json.dumps({"probabilities": text["probabilities"].numpy().tolist(),
-                  "label_ids": text["label_ids"].numpy().tolist(),
-                  "labels": [s.decode() for s in text["labels"].numpy()],
-                  "logits": ids["logits"].numpy().tolist()}))
-"""
-
-
 def test_fresh_process_without_bert_tf_matches_python_path(pair_export, python_logits, tmp_path):
   a, b = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
   logits, inputs = python_logits(a, b)
   ids = {"input_word_ids": inputs["input_word_ids"].tolist(),
          "input_mask": inputs["input_mask"].tolist(),
          "input_type_ids": inputs["input_type_ids"].tolist()}
-  got = run_serving_script(_FRESH_SCRIPT, tmp_path, [pair_export["dir"]],
-                           {"a": a, "b": b, "ids": ids})
+  got = printed_json(run_script(PROGRAMS + "serve_classifier.py",
+                                json.dumps({"a": a, "b": b, "ids": ids}), pair_export["dir"],
+                                isolated=True, cwd=tmp_path, timeout=120))
   assert_float32_close(got["probabilities"], _softmax(logits), ulps=EXPORT_ULPS)
   assert got["label_ids"] == logits.argmax(-1).tolist()
   assert got["labels"] == [LABELS[i] for i in got["label_ids"]]
@@ -121,8 +109,8 @@ def test_fresh_process_without_bert_tf_matches_python_path(pair_export, python_l
 
 
 def test_saved_model_cli_show_and_run(pair_export, loaded, tmp_path):
-  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-  show = run_isolated([cli, "show", "--dir", pair_export["dir"], "--all"], tmp_path)
+  show = run_script("tensorflow.python.tools.saved_model_cli", "show", "--dir",
+                    pair_export["dir"], "--all", isolated=True, cwd=tmp_path, timeout=120)
   assert show.returncode == 0, show.stderr[-3000:]
   for name in ("serving_default", "serve_ids"):
     assert "signature_def['%s']" % name in show.stdout
@@ -130,9 +118,10 @@ def test_saved_model_cli_show_and_run(pair_export, loaded, tmp_path):
     assert "['%s']" % name in show.stdout
   # `saved_model_cli run` (with tensorflow_text imported) is also the TF1-style loader TF
   # Serving uses.
-  run = run_saved_model_cli("run", "--dir", pair_export["dir"], "--tag_set", "serve",
-                            "--signature_def", "serving_default", "--input_exprs",
-                            'text_a=["hello world"];text_b=["a test"]', cwd=tmp_path)
+  run = run_script(PROGRAMS + "saved_model_cli.py", "run", "--dir", pair_export["dir"],
+                   "--tag_set", "serve", "--signature_def", "serving_default", "--input_exprs",
+                   'text_a=["hello world"];text_b=["a test"]', isolated=True, cwd=tmp_path,
+                   timeout=120)
   assert run.returncode == 0, run.stderr[-3000:]
   printed = run.stdout.split("Result for output key probabilities:")[1].split("Result")[0]
   want = loaded.signatures["serving_default"](text_a=tf.constant(["hello world"]),

@@ -20,11 +20,12 @@ from bert_tf.tasks.squad import graph_features, graph_postprocess
 from bert_tf.text import BertTextTokenizer
 from helpers import (
   FIXTURES,
+  PROGRAMS,
   TINY_CKPT,
   VOCAB_UNCASED,
   call_concurrently,
-  run_saved_model_cli,
-  run_serving_script,
+  printed_json,
+  run_script,
   tiny_config,
 )
 
@@ -415,22 +416,11 @@ def test_concurrent_calls_match_serial(loaded):
       np.testing.assert_allclose(got["score"], want["score"], atol=1e-6)
 
 
-_FRESH_SCRIPT = """
-model, = models
-out = model.signatures["serving_default"](question=tf.constant(args["q"]),
-                                          context=tf.constant(args["c"]))
-print(json.dumps({"answer": [s.decode() for s in out["answer"].numpy()],
-                  "start_char": out["start_char"].numpy().tolist(),
-                  "end_char": out["end_char"].numpy().tolist(),
-                  "score": out["score"].numpy().tolist(),
-                  "is_impossible": out["is_impossible"].numpy().tolist()}))
-"""
-
-
 def test_fresh_process_without_bert_tf(exports, loaded, tmp_path):
   questions, contexts = [p[0] for p in PAIRS[-4:]], [p[1] for p in PAIRS[-4:]]
-  got = run_serving_script(_FRESH_SCRIPT, tmp_path, [exports["v2"]],
-                           {"q": questions, "c": contexts})
+  got = printed_json(run_script(PROGRAMS + "serve_squad.py",
+                                json.dumps({"q": questions, "c": contexts}), exports["v2"],
+                                isolated=True, cwd=tmp_path, timeout=120))
   want = _serve(loaded["v2"], questions, contexts)
   assert got["answer"] == [a.decode() for a in want["answer"]]
   assert got["start_char"] == want["start_char"].tolist()
@@ -442,9 +432,10 @@ def test_fresh_process_without_bert_tf(exports, loaded, tmp_path):
 def test_saved_model_cli_run(exports, loaded, tmp_path):
   """The TF1-style loader of TF Serving (with tensorflow_text imported) runs the loop too."""
   question, context = "Who designed the tower?", PAIRS[0][1]
-  run = run_saved_model_cli("run", "--dir", exports["v1"], "--tag_set", "serve",
-                            "--signature_def", "serving_default", "--input_exprs",
-                            "question=[%r];context=[%r]" % (question, context), cwd=tmp_path)
+  run = run_script(PROGRAMS + "saved_model_cli.py", "run", "--dir", exports["v1"], "--tag_set",
+                   "serve", "--signature_def", "serving_default", "--input_exprs",
+                   "question=[%r];context=[%r]" % (question, context), isolated=True,
+                   cwd=tmp_path, timeout=120)
   assert run.returncode == 0, run.stderr[-3000:]
   printed = run.stdout.split("Result for output key start_char:")[1].split("Result")[0]
   want = _serve(loaded["v1"], [question], [context])

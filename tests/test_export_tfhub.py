@@ -3,9 +3,7 @@ MLM head."""
 
 import importlib.util
 import json
-import os
 import shutil
-import sys
 
 import numpy as np
 import pytest
@@ -19,13 +17,12 @@ from bert_tf.export import tfhub
 from bert_tf.text import packing as text_packing
 from helpers import (
   PRECISION_TOLERANCE,
-  ROOT,
+  PROGRAMS,
   TINY_CONFIG,
   TINY_DIR,
   VOCAB_UNCASED,
-  run_isolated,
-  run_serving_script,
-  run_tf_keras_script,
+  printed_json,
+  run_script,
   tiny_pretraining_model,
 )
 
@@ -47,14 +44,14 @@ def exports(tmp_path_factory):
   release = root / "uncased_L-2_H-32_A-4"
   shutil.copytree(TINY_DIR, release)
   shutil.copy(VOCAB_UNCASED, release / "vocab.txt")
-  command = [sys.executable, os.path.join(ROOT, "export_tfhub.py"),
-             "--bert_config_file=%s" % (release / "bert_config.json"),
-             "--vocab_file=%s" % (release / "vocab.txt"),
-             "--init_checkpoint=%s" % (release / "bert_model.ckpt"),
-             "--do_lower_case=True", "--seq_length=%d" % SEQ, "--with_mlm",
-             "--encoder_export_dir=%s" % (root / "encoder"),
-             "--preprocessor_export_dir=%s" % (root / "preprocessor")]
-  result = run_isolated(command, root, timeout=300)
+  result = run_script("export_tfhub.py",
+                      "--bert_config_file=%s" % (release / "bert_config.json"),
+                      "--vocab_file=%s" % (release / "vocab.txt"),
+                      "--init_checkpoint=%s" % (release / "bert_model.ckpt"),
+                      "--do_lower_case=True", "--seq_length=%d" % SEQ, "--with_mlm",
+                      "--encoder_export_dir=%s" % (root / "encoder"),
+                      "--preprocessor_export_dir=%s" % (root / "preprocessor"),
+                      isolated=True, cwd=root)
   assert result.returncode == 0, result.stderr[-3000:]
   shutil.rmtree(release)
   return {"encoder": str(root / "encoder"), "preprocessor": str(root / "preprocessor")}
@@ -76,49 +73,15 @@ def _packed(tokenizer, pairs, seq_length):
           "input_type_ids": [r.segment_ids for r in rows]}
 
 
-_FRESH_SCRIPT = """
-preprocessor, encoder = models
-
-def lists(d):
-  return {k: (v.to_list() if isinstance(v, tf.RaggedTensor) else
-              [t.numpy().tolist() for t in v] if isinstance(v, list) else v.numpy().tolist())
-          for k, v in d.items()}
-
-inputs = preprocessor(tf.constant(args["texts"]))
-out = {"inputs": lists(inputs), "outputs": lists(encoder(inputs, training=False)),
-       "default_training": lists(encoder(inputs)), "dropout": lists(encoder(inputs, training=True))}
-a = preprocessor.tokenize(tf.constant(args["a"]))
-b = preprocessor.tokenize(tf.constant(args["b"]))
-out["tokenized"] = a.to_list()
-out["special"] = lists(preprocessor.tokenize.get_special_tokens_dict())
-out["pairs"] = lists(preprocessor.bert_pack_inputs([a, b], seq_length=args["pair_seq"]))
-out["pairs_flat"] = lists(preprocessor.bert_pack_inputs([a.merge_dims(1, 2), b.merge_dims(1, 2)],
-                                                        seq_length=tf.constant(args["pair_seq"])))
-out["singles"] = lists(preprocessor.bert_pack_inputs([a]))
-mlm = encoder.mlm(dict(inputs, masked_lm_positions=tf.constant(args["positions"])), training=False)
-out["mlm"] = lists(mlm)
-out["signature"] = lists(encoder.signatures["serving_default"](**inputs))
-out["preprocessor_signature"] = lists(preprocessor.signatures["serving_default"](
-    sentences=tf.constant(args["texts"])))
-out["attributes"] = {
-    "vocab_file": open(encoder.vocab_file.asset_path.numpy().decode(), encoding="utf-8").read(),
-    "do_lower_case": bool(encoder.do_lower_case.numpy()),
-    "strip_accents": bool(encoder.strip_accents.numpy()),
-    "variables": len(encoder.variables), "trainable": len(encoder.trainable_variables),
-    "mlm_trainable": len(encoder.mlm.trainable_variables),
-    "regularization_losses": len(encoder.regularization_losses)}
-print(json.dumps(out))
-"""
-
-
 @pytest.fixture(scope="module")
 def fresh(exports, tmp_path_factory):
   """Everything the exports give, computed in a process that imports only TF and tf-text."""
   folder = tmp_path_factory.mktemp("fresh")
   args = {"texts": TEXTS, "a": [p[0] for p in PAIRS], "b": [p[1] for p in PAIRS],
           "pair_seq": PAIR_SEQ, "positions": POSITIONS}
-  return run_serving_script(_FRESH_SCRIPT, folder, [exports["preprocessor"], exports["encoder"]],
-                            args, timeout=300)
+  return printed_json(run_script(PROGRAMS + "serve_tfhub.py", json.dumps(args),
+                                 exports["preprocessor"], exports["encoder"], isolated=True,
+                                 cwd=folder))
 
 
 def test_preprocessor_ids_equal_full_tokenizer(fresh, reference):
@@ -193,13 +156,8 @@ def test_tf_hub_attributes_and_metadata(fresh, exports):
 
 
 def test_encoder_loads_without_tensorflow_text(exports, tmp_path):
-  script = ("import sys, tensorflow as tf\n"
-            "encoder = tf.saved_model.load(sys.argv[1])\n"
-            "assert 'tensorflow_text' not in sys.modules\n"
-            "ones = tf.ones([1, 4], tf.int32)\n"
-            "out = encoder(dict(input_word_ids=ones, input_mask=ones, input_type_ids=0 * ones))\n"
-            "print(out['pooled_output'].shape)\n")
-  result = run_isolated([sys.executable, "-c", script, exports["encoder"]], tmp_path)
+  result = run_script(PROGRAMS + "encoder_without_text_ops.py", exports["encoder"],
+                      isolated=True, cwd=tmp_path, timeout=120)
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.strip().splitlines()[-1] == "(1, 32)"
 
@@ -214,63 +172,6 @@ def test_keras_tfsm_layer(exports, reference):
   np.testing.assert_allclose(outputs["pooled_output"], want["pooled_output"], atol=1e-5)
   np.testing.assert_allclose(outputs["encoder_outputs_1"], want["sequence_output"], atol=1e-5)
   assert len(encoder.trainable_weights) == 39 and not preprocessor.weights
-
-
-_TUTORIAL_SCRIPT = """
-import json, sys
-import tensorflow as tf
-import tensorflow_hub as hub
-import tensorflow_text  # noqa: F401  (the preprocessor's ops)
-assert not any(m.startswith("bert_tf") for m in sys.modules)
-assert tf.keras.__name__.startswith("tf_keras")
-preprocessor_dir, encoder_dir, out_dir, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-args = json.loads(args)
-tf.keras.utils.set_random_seed(0)
-
-# TF Hub's "Solve GLUE tasks using BERT" tutorial: make_bert_preprocess_model ...
-inputs = [tf.keras.layers.Input(shape=(), dtype=tf.string, name=n)
-          for n in ("sentence1", "sentence2")]
-preprocess = hub.load(preprocessor_dir)
-tokenizer = hub.KerasLayer(preprocess.tokenize, name="tokenizer")
-packer = hub.KerasLayer(preprocess.bert_pack_inputs,
-                        arguments=dict(seq_length=args["seq_length"]), name="packer")
-preprocess_model = tf.keras.Model(inputs, packer([tokenizer(s) for s in inputs]))
-
-
-# ... build_classifier_model ...
-class Classifier(tf.keras.Model):
-
-  def __init__(self, num_classes):
-    super().__init__(name="prediction")
-    self.encoder = hub.KerasLayer(encoder_dir, trainable=True)
-    self.dropout = tf.keras.layers.Dropout(0.1)
-    self.dense = tf.keras.layers.Dense(num_classes)
-
-  def call(self, preprocessed_text):
-    return self.dense(self.dropout(self.encoder(preprocessed_text)["pooled_output"]))
-
-
-# ... one step of fine-tuning on the preprocessed pairs ...
-a, b = tf.constant(args["a"]), tf.constant(args["b"])
-packed = preprocess_model([a, b])
-classifier = Classifier(2)
-classifier.compile(optimizer=tf.keras.optimizers.Adam(1e-3),
-                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-classifier.fit(packed, tf.constant(args["labels"]), epochs=1, verbose=0)
-
-# ... and the export: text in, logits out, saved and loaded back.
-model_for_export = tf.keras.Model(inputs, classifier(preprocess_model(inputs)))
-out = {"packed": {k: v.numpy().tolist() for k, v in packed.items()},
-       "logits": model_for_export([a, b], training=False).numpy().tolist()}
-model_for_export.save(out_dir + "/keras_save", include_optimizer=False)
-tf.saved_model.save(model_for_export, out_dir + "/tf_save")
-for kind in ("keras_save", "tf_save"):
-  reloaded = tf.saved_model.load(out_dir + "/" + kind)
-  serving = reloaded.signatures["serving_default"](sentence1=a, sentence2=b)
-  out[kind] = {"call": reloaded([a, b], training=False).numpy().tolist(),
-               "serving": [v.numpy().tolist() for v in serving.values()]}
-print(json.dumps(out))
-"""
 
 
 _TUTORIAL_MISSING = [m for m in ("tensorflow_hub", "tf_keras")
@@ -289,8 +190,9 @@ def test_tf_hub_glue_tutorial_saves_a_model_holding_tokenize_and_bert_pack_input
   """
   args = {"a": [p[0] for p in PAIRS], "b": [p[1] for p in PAIRS], "labels": [0, 1, 0, 1, 1],
           "seq_length": PAIR_SEQ}
-  out = run_tf_keras_script(_TUTORIAL_SCRIPT, tmp_path, exports["preprocessor"],
-                            exports["encoder"], str(tmp_path), json.dumps(args))
+  out = printed_json(run_script(PROGRAMS + "tf_hub_glue_tutorial.py", exports["preprocessor"],
+                                exports["encoder"], tmp_path, json.dumps(args), isolated=True,
+                                env={"TF_USE_LEGACY_KERAS": "1"}, cwd=tmp_path))
   # The packer gives the original's pair packing at the tutorial's seq_length.
   assert out["packed"] == _packed(reference["tokenizer"], PAIRS, PAIR_SEQ)
   logits = np.array(out["logits"])
@@ -380,9 +282,8 @@ def test_checks_before_writing(tmp_path):
 
 
 def test_runner_errors_are_one_line(tmp_path):
-  result = run_isolated(
-      [sys.executable, os.path.join(ROOT, "export_tfhub.py"), "--vocab_file=%s" % VOCAB_UNCASED],
-      tmp_path)
+  result = run_script("export_tfhub.py", "--vocab_file=%s" % VOCAB_UNCASED, isolated=True,
+                      cwd=tmp_path, timeout=120)
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (
       "error: missing required flag(s): --bert_config_file, --init_checkpoint, "

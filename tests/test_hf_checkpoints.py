@@ -6,6 +6,7 @@ forward pass, so neither depends on bert_tf/checkpoints/names.py's table or
 bert_tf/checkpoints/hf_state.py.
 """
 
+from functools import partial
 import json
 import math
 import os
@@ -528,7 +529,7 @@ def test_swag_head_is_refused_as_having_no_hf_form_and_its_encoder_converts(tmp_
 
 @pytest.mark.slow
 def test_convert_checkpoint_command_both_ways(release_dir, tmp_path, script_session):
-  convert = script_session("convert_checkpoint.py")
+  convert = partial(run_script, "convert_checkpoint.py", shared=script_session)
   done = convert("--to=hf", "--input=%s" % release_dir, "--output_dir=%s" % (tmp_path / "hf"))
   assert done.returncode == 0, done.stderr
   assert "BertForPreTraining" in done.stdout and "do_lower_case=True" in done.stdout

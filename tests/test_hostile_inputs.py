@@ -4,8 +4,6 @@ one message naming the file or flag, and leaves nothing half-written."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -16,7 +14,7 @@ from bert_tf.data import example_codec
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
 from bert_tf.utils import user_files
-from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
+from helpers import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script, tiny_config
 
 MRPC = FIXTURES / "classifier_data" / "MRPC" / "train.tsv"
 
@@ -127,7 +125,7 @@ def test_a_full_disk_while_writing_records_leaves_no_file(tmp_path):
 @pytest.mark.slow
 def test_runner_paths_checked_before_any_file_is_written(tmp_path):
   """Each case: exit 2, one line naming the path, no traceback, nothing in --output_dir."""
-  base = [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=MRPC",
+  base = ["run_classifier.py", "--task_name=MRPC",
           "--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
           "--data_dir=%s" % MRPC.parent, "--max_seq_length=32", "--do_train"]
   empty = tmp_path / "empty"
@@ -141,8 +139,7 @@ def test_runner_paths_checked_before_any_file_is_written(tmp_path):
   ]
   for extra, message in cases:
     out = tmp_path / "out"
-    result = subprocess.run(base + extra + ["--output_dir=%s" % out], capture_output=True,
-                            text=True, timeout=300)
+    result = run_script(*base, *extra, "--output_dir=%s" % out)
     assert result.returncode == 2, result.stderr[-2000:]
     assert message in result.stderr.strip().splitlines()[-1] and "Traceback" not in result.stderr
     assert not out.exists() or os.listdir(out) == []
@@ -210,12 +207,10 @@ def test_causal_attention_of_the_config_and_the_checkpoint_must_agree(tmp_path, 
 def test_run_classifier_refuses_an_ltr_checkpoint_with_a_bidirectional_config(tmp_path):
   ltr, ltr_config, _ = _ltr_run_folder(tmp_path / "ltr")
   out = tmp_path / "out"
-  result = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=MRPC",
-       "--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
-       "--data_dir=%s" % MRPC.parent, "--max_seq_length=32", "--do_train",
-       "--init_checkpoint=%s" % ltr, "--output_dir=%s" % out],
-      capture_output=True, text=True, timeout=300)
+  result = run_script("run_classifier.py", "--task_name=MRPC",
+                      "--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
+                      "--data_dir=%s" % MRPC.parent, "--max_seq_length=32", "--do_train",
+                      "--init_checkpoint=%s" % ltr, "--output_dir=%s" % out)
   assert result.returncode == 2, result.stderr[-2000:]
   last = result.stderr.strip().splitlines()[-1]
   assert last == (
@@ -253,9 +248,8 @@ def test_sentence_bert_max_seq_length_past_the_position_table_is_a_warning(tmp_p
 @pytest.mark.slow
 def test_export_text_embedder_logs_the_capped_max_seq_length(tmp_path):
   folder = _st_folder(tmp_path, 10000)
-  result = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "export_text_embedder.py"), "--model_dir=%s" % folder,
-       "--export_dir=%s" % (tmp_path / "export")], capture_output=True, text=True, timeout=300)
+  result = run_script("export_text_embedder.py", "--model_dir=%s" % folder,
+                      "--export_dir=%s" % (tmp_path / "export"))
   assert result.returncode == 0, result.stderr[-2000:]
   assert ("sentence_bert_config.json: max_seq_length 10000 exceeds max_position_embeddings 40 of "
           "%s; using 40" % os.path.join(folder, "config.json")) in result.stderr

@@ -4,10 +4,8 @@ the checkout, so a long line or an unused import fails the quick loop rather tha
 import ast
 import glob
 import os
-import subprocess
-import sys
 
-from helpers import ROOT
+from helpers import ROOT, run_script
 
 CONFIG = os.path.join(ROOT, "pyproject.toml")
 # What the rules cover: the package, the tests, the benchmarks, the scripts and the data tools.
@@ -17,10 +15,8 @@ FILE_PATTERNS = ("*.py", os.path.join("data", "*.py"))
 
 def _ruff(*paths, cwd=ROOT):
   """`ruff check` of `paths` with the project's rules: (exit code, one line per violation)."""
-  result = subprocess.run(
-      [sys.executable, "-m", "ruff", "check", "--config", CONFIG, "--no-cache",
-       "--output-format", "concise", *paths],
-      cwd=cwd, capture_output=True, text=True, timeout=120)
+  result = run_script("ruff", "check", "--config", CONFIG, "--no-cache", "--output-format",
+                      "concise", *paths, cwd=cwd, timeout=120)
   assert result.returncode in (0, 1), f"ruff did not run:\n{result.stdout}{result.stderr}"
   lines = [line for line in result.stdout.splitlines() if line.count(":") >= 3]
   return result.returncode, lines

@@ -6,7 +6,6 @@ import functools
 import json
 import os
 import shutil
-import subprocess
 import zipfile
 
 import numpy as np
@@ -16,10 +15,11 @@ from bert_tf import checkpoints, export
 from bert_tf.errors import UserInputError
 from bert_tf.export import litert
 from helpers import (
+  PROGRAMS,
   TINY_CKPT,
   VOCAB_UNCASED,
+  printed_json,
   run_script,
-  run_script_cases,
   tiny_config,
   with_tiny_weights,
 )
@@ -453,7 +453,7 @@ def fake_python(folder, name, body, executable=True):
 
 
 @pytest.mark.slow
-def test_export_litert_command_refuses_before_converting(tmp_path):
+def test_export_litert_command_refuses_before_converting(tmp_path, script_session):
   """Every check that needs no conversion fails before it: the exports here are files shaped
   like exports, whose loading would fail with another message."""
   export_dir = fake_export(tmp_path / "export")
@@ -500,7 +500,8 @@ def test_export_litert_command_refuses_before_converting(tmp_path):
       (["--export_dir=" + two_lines, out, "--mediapipe_python=" + plain],
        'The label "a\\nb" cannot be a line of MediaPipe\'s labels file'),
   ]
-  results = run_script_cases("export_litert.py", [args for args, _ in cases])
+  # The commands one after another in the module's process of export_litert.py.
+  results = [run_script("export_litert.py", *args, shared=script_session) for args, _ in cases]
   for (args, message), result in zip(cases, results):
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and message in lines[-1], (args, result.stderr[-1500:])
@@ -520,7 +521,7 @@ _COPYING_WRITER = ('[ "$1" = -c ] && exit 0\nshift\nwhile [ $# -gt 0 ]; do\n'
 
 
 @pytest.mark.slow
-def test_export_litert_command_and_its_mediapipe_checks(exports, tmp_path):
+def test_export_litert_command_and_its_mediapipe_checks(exports, tmp_path, script_session):
   out = tmp_path / "clf.tflite"
   failing = fake_python(tmp_path, "failing", _FAILING_WRITER)
   copying = fake_python(tmp_path, "copying", _COPYING_WRITER)
@@ -543,9 +544,9 @@ def test_export_litert_command_and_its_mediapipe_checks(exports, tmp_path):
   outputs = [tmp_path / ("y%d.tflite" % index) for index in range(len(failures))]
   for output in outputs:
     output.write_bytes(b"before")
-  result, *results = run_script_cases("export_litert.py", [
+  result, *results = [run_script("export_litert.py", *args, shared=script_session) for args in [
       ["--export_dir=%s" % exports["classifier"], "--output_file=%s" % out, "--quantize=int8"],
-      *[["--output_file=%s" % output, *extra] for output, (extra, _) in zip(outputs, failures)]])
+      *[["--output_file=%s" % output, *extra] for output, (extra, _) in zip(outputs, failures)]]]
   assert result.returncode == 0, result.stderr[-2000:]
   assert "Wrote %s (int8" % out in result.stdout and out.exists()
   for (extra, message), result, output in zip(failures, results, outputs):
@@ -562,23 +563,6 @@ def test_export_litert_command_and_its_mediapipe_checks(exports, tmp_path):
 
 MEDIAPIPE_PYTHON = os.environ.get("BERT_TF_MEDIAPIPE_PYTHON")
 
-_CLASSIFY = """
-import json, sys
-from mediapipe.tasks import python as mp_python
-from mediapipe.tasks.python import text as mp_text
-threshold = float(sys.argv[3]) if len(sys.argv) > 3 else None  # None: the metadata's
-options = mp_text.TextClassifierOptions(
-    base_options=mp_python.BaseOptions(model_asset_path=sys.argv[1]), max_results=-1,
-    score_threshold=threshold)
-with mp_text.TextClassifier.create_from_options(options) as classifier:
-  out = []
-  for text in json.loads(sys.argv[2]):
-    categories = classifier.classify(text).classifications[0].categories
-    out.append({c.category_name: c.score for c in categories})
-print(json.dumps(out))
-"""
-
-
 @pytest.mark.skipif(not MEDIAPIPE_PYTHON, reason="opt-in: BERT_TF_MEDIAPIPE_PYTHON=a Python with "
                     "mediapipe==0.10.21 (docs/serving.md)")
 def test_mediapipe_serves_the_classifier_from_raw_text(exports, tmp_path):
@@ -593,10 +577,7 @@ def test_mediapipe_serves_the_classifier_from_raw_text(exports, tmp_path):
                                                                   "[unused1]", "[unused2]"]
   texts = ["The quick brown fox jumps over the lazy dog.", "Hello World! THIS Is Upper Case.",
            "a long sentence " * 12, ""]
-  served = subprocess.run([MEDIAPIPE_PYTHON, "-c", _CLASSIFY, str(out), json.dumps(texts)],
-                          capture_output=True, text=True, timeout=120)
-  assert served.returncode == 0, served.stderr[-2000:]
-  got = json.loads(served.stdout.strip().splitlines()[-1])
+  got = mediapipe_classify(out, texts)
   want = tf.saved_model.load(exports["classifier"]).signatures["serving_default"](
       text_a=tf.constant(texts))["probabilities"].numpy()
   for row, scores in enumerate(got):
@@ -604,10 +585,10 @@ def test_mediapipe_serves_the_classifier_from_raw_text(exports, tmp_path):
 
 
 def mediapipe_classify(model, texts, *threshold):
-  served = subprocess.run([MEDIAPIPE_PYTHON, "-c", _CLASSIFY, str(model), json.dumps(texts),
-                           *threshold], capture_output=True, text=True, timeout=120)
-  assert served.returncode == 0, served.stderr[-2000:]
-  return json.loads(served.stdout.strip().splitlines()[-1])
+  """MediaPipe's TextClassifier (in BERT_TF_MEDIAPIPE_PYTHON) on `model`: each text's
+  {category: score}."""
+  return printed_json(run_script(PROGRAMS + "mediapipe_classify.py", model, json.dumps(texts),
+                                 *threshold, python=MEDIAPIPE_PYTHON, timeout=120))
 
 
 @pytest.mark.skipif(not MEDIAPIPE_PYTHON, reason="opt-in: BERT_TF_MEDIAPIPE_PYTHON=a Python with "

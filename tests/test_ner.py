@@ -2,6 +2,7 @@
 prediction files, both approaches end to end, the feature cache, the export and the HF
 conversion of a run_ner checkpoint."""
 
+from functools import partial
 import json
 import os
 import re
@@ -11,7 +12,15 @@ import pytest
 
 from bert_tf import tokenization
 from bert_tf.tasks import ner
-from helpers import ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script, run_serving_script
+from helpers import (
+  PROGRAMS,
+  ROOT,
+  TINY_CKPT,
+  TINY_CONFIG,
+  VOCAB_UNCASED,
+  printed_json,
+  run_script,
+)
 
 SAMPLE = os.path.join(ROOT, "data", "conll_sample")
 
@@ -64,10 +73,7 @@ def test_sample_data_labels_and_scheme():
 
 
 def test_sample_data_is_rewritten_byte_for_byte(tmp_path):
-  import subprocess
-  import sys
-  result = subprocess.run([sys.executable, os.path.join(ROOT, "data", "make_sample_data.py"),
-                           "--out_dir=%s" % tmp_path], capture_output=True, text=True)
+  result = run_script("data/make_sample_data.py", "--out_dir=%s" % tmp_path)
   assert result.returncode == 0, result.stderr
   for name in ("train.txt", "dev.txt", "test.txt"):
     with open(os.path.join(SAMPLE, name), "rb") as a, open(tmp_path / "conll_sample" / name,
@@ -144,7 +150,7 @@ def check_prediction_file(path, data_file, labels):
 
 @pytest.mark.slow
 def test_fine_tuning_end_to_end_with_resume_and_export(tmp_path, script_session):
-  run_ner = script_session("run_ner.py")  # the module's run_ner process
+  run_ner = partial(run_script, "run_ner.py", shared=script_session)
   data = slice_data(tmp_path / "data")
   out = tmp_path / "out"
   export_dir = tmp_path / "export"
@@ -179,18 +185,8 @@ def test_fine_tuning_end_to_end_with_resume_and_export(tmp_path, script_session)
   # The export, loaded with TensorFlow and tensorflow_text only.
   texts = ["Anna Fairley visited Ashford and Bramwick on Monday .",
            "Shares of Lumoline fell , Hugo Kellson said.", "", "x " * 40 + "end"]
-  body = """
-serve = models[0].signatures["serving_default"]
-out = {k: v.numpy().tolist() for k, v in serve(text=tf.constant(args["texts"])).items()}
-empty = {k: v.shape.as_list() for k, v in serve(text=tf.constant([], tf.string)).items()}
-ids = models[0].signatures["serve_ids"](input_word_ids=tf.constant([[101, 7592, 102]]),
-    input_mask=tf.constant([[1, 1, 1]]), input_type_ids=tf.constant([[0, 0, 0]]))
-print(json.dumps({"out": {k: [[x.decode() if isinstance(x, bytes) else x for x in row]
-                               if isinstance(row, list) else row for row in v]
-                          for k, v in out.items()},
-                  "empty": empty, "logits": ids["logits"].shape.as_list()}))
-"""
-  got = run_serving_script(body, tmp_path, [export_dir], {"texts": texts})
+  got = printed_json(run_script(PROGRAMS + "serve_ner.py", json.dumps({"texts": texts}),
+                                export_dir, isolated=True, cwd=tmp_path, timeout=120))
   out_ = got["out"]
   assert got["logits"] == [1, 3, len(labels["labels"])]
   assert all(shape[0] == 0 for shape in got["empty"].values())
@@ -265,7 +261,7 @@ def test_export_tags_windows_like_the_python_path(tmp_path):
 
 @pytest.mark.slow
 def test_feature_based_caches_bert_features(tmp_path, script_session):
-  run_ner = script_session("run_ner.py")  # the module's run_ner process
+  run_ner = partial(run_script, "run_ner.py", shared=script_session)
   data = slice_data(tmp_path / "data")
   out = tmp_path / "out"
   common = ner_args(data, out, "--do_train", "--do_eval", "--approach=feature_based",
@@ -333,7 +329,7 @@ def bad_input_runs(tmp_path_factory, script_session):
     if case == "missing_test":
       (data / "test.txt").unlink()
     commands.append(ner_args(data, folder / "out", *extra))
-  results = [script_session("run_ner.py")(*command) for command in commands]
+  results = [run_script("run_ner.py", *command, shared=script_session) for command in commands]
   return {case: result for (case, _, _), result in zip(_BAD_INPUTS, results)}
 
 

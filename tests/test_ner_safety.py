@@ -2,6 +2,7 @@
 match the data, a tagger run with other settings, untagged dev files, odd characters in CoNLL
 lines, very long sentences. Each case with the real command line where it needs a runner."""
 
+from functools import partial
 import json
 import os
 import shutil
@@ -132,7 +133,7 @@ def test_the_feature_cache_recomputes_what_no_longer_matches(tmp_path, caplog):
 
 @pytest.mark.slow
 def test_a_fine_tuned_model_tags_the_same_whatever_the_order_of_labels(tmp_path, script_session):
-  session = script_session("run_ner.py")  # the module's run_ner process
+  session = partial(run_script, "run_ner.py", shared=script_session)
   data = slice_data(tmp_path / "data", documents=3)
   trained = tmp_path / "trained"
   run_ner(*ner_args(data, trained, "--do_train", "--do_predict", "--num_train_epochs=1"),
@@ -186,7 +187,7 @@ def test_a_fine_tuned_model_tags_the_same_whatever_the_order_of_labels(tmp_path,
 
 @pytest.mark.slow
 def test_the_feature_based_tagger_checks_what_it_reads(tmp_path, script_session):
-  session = script_session("run_ner.py")  # the module's run_ner process
+  session = partial(run_script, "run_ner.py", shared=script_session)
   data = slice_data(tmp_path / "data", documents=3)
   # One 500-word sentence (no blank lines) in the training file: twice the length that is
   # warned about (the BiLSTM reads it in one pass, a step per word, forward and backward).

@@ -2,6 +2,7 @@
 errors, the problem type and label order, class weights, the metrics and the weighted losses
 against hand-worked values, and one run of each problem type with its export."""
 
+from functools import partial
 import json
 import math
 import os
@@ -13,7 +14,7 @@ from bert_tf.errors import UserInputError
 from bert_tf.runner.run_lock import LOCK_NAME
 from bert_tf.tasks.own_data import data, metrics, postprocess, weights
 from bert_tf.tasks.own_data.data import Columns
-from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
 
 COLUMNS = Columns()
 
@@ -371,7 +372,7 @@ def _answer(export_dir, *texts):
 @pytest.mark.slow
 def test_each_problem_type_trains_predicts_names_and_exports_the_same_answers(
     tmp_path, script_session):
-  run = script_session("run_classifier.py")
+  run = partial(run_script, "run_classifier.py", shared=script_session)
   single = _write(tmp_path, "single.csv", SINGLE)
   done = run(*_common(tmp_path, "single", single, "--id_column=id", "--labels=good,meh,bad",
                       "--class_weights=balanced"))
@@ -795,9 +796,10 @@ def test_multi_label_windows_train_by_document_predict_and_export(tmp_path, scri
   from bert_tf.data import example_codec
   from bert_tf.tasks.own_data import features
   path = _write(tmp_path, "long.jsonl", LONG_MULTI)
-  done = script_session("run_classifier.py")(*_common(
+  done = run_script("run_classifier.py", *_common(
       tmp_path, "windows", path, "--long_document=windows", "--window_pooling=any",
-      "--doc_stride=6", "--max_train_windows=2", "--window_training=document"))
+      "--doc_stride=6", "--max_train_windows=2", "--window_training=document"),
+      shared=script_session)
   assert done.returncode == 0, done.stderr[-3000:]
   out, labels = tmp_path / "windows", ["money", "sport"]
   tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, True)
@@ -841,9 +843,10 @@ def test_multi_label_windows_train_by_document_predict_and_export(tmp_path, scri
       p["labels"] for p in lines]
   # A resume that would cut other windows stops before writing anything.
   before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != LOCK_NAME}
-  refused = script_session("run_classifier.py")(*_common(
+  refused = run_script("run_classifier.py", *_common(
       tmp_path, "windows", path, "--long_document=windows", "--window_pooling=any",
-      "--doc_stride=4", "--max_train_windows=2", "--window_training=document"))
+      "--doc_stride=4", "--max_train_windows=2", "--window_training=document"),
+      shared=script_session)
   assert refused.returncode == 2, refused.stderr[-2000:]
   assert "doc_stride: 6 when the state was saved, 4 now" in refused.stderr
   assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != LOCK_NAME} == (

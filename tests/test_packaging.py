@@ -6,13 +6,12 @@ import importlib.metadata
 import os
 import re
 import shutil
-import subprocess
 import sys
 import zipfile
 
 import pytest
 
-from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import FIXTURES, PROGRAMS, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
 
 
 def _requirements(name):
@@ -79,9 +78,8 @@ def wheel(tmp_path_factory):
   source = root / "src"
   shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
       ".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache"))
-  result = subprocess.run(
-      [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-       "-w", str(root / "dist"), str(source)], capture_output=True, text=True, timeout=300)
+  result = run_script("pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
+                      root / "dist", source)
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
   (path,) = (root / "dist").glob("bert_tf-*.whl")
   return path
@@ -122,26 +120,21 @@ def test_installed_wheel_runs_a_runner_from_any_folder(wheel, tmp_path):
   """Installed (here into a folder on PYTHONPATH, with this environment's dependencies), the
   package imports from anywhere and a runner copied out of the checkout runs on it."""
   site = tmp_path / "site"
-  result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
-                           "--target", str(site), str(wheel)],
-                          capture_output=True, text=True, timeout=300)
+  result = run_script("pip", "install", "--no-deps", "--no-index", "--target", site, wheel)
   assert result.returncode == 0, result.stderr[-2000:]
   work = tmp_path / "elsewhere"
   work.mkdir()
   shutil.copy(os.path.join(ROOT, "extract_features.py"), work)
   (work / "input.txt").write_text("Hello world ||| a second sentence\nJust one.\n")
-  env = dict(os.environ, PYTHONPATH=str(site), TF_CPP_MIN_LOG_LEVEL="2")
-  where = subprocess.run([sys.executable, "-c", "import bert_tf, bert_tf.tasks; "
-                          "print(bert_tf.__file__)"], cwd=work, env=env, capture_output=True,
-                         text=True, timeout=120)
+  env = {"PYTHONPATH": site, "TF_CPP_MIN_LOG_LEVEL": "2"}
+  where = run_script(PROGRAMS + "where_is_bert_tf.py", cwd=work, env=env, timeout=120)
   assert where.returncode == 0, where.stderr[-2000:]
   assert where.stdout.strip() == str(site / "bert_tf" / "__init__.py")
-  result = subprocess.run(
-      [sys.executable, "extract_features.py", "--input_file=input.txt",
-       "--output_file=out.jsonl", "--vocab_file=%s" % VOCAB_UNCASED,
-       "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
-       "--do_lower_case=True", "--layers=-1", "--max_seq_length=16"],
-      cwd=work, env=env, capture_output=True, text=True, timeout=300)
+  result = run_script(str(work / "extract_features.py"), "--input_file=input.txt",
+                      "--output_file=out.jsonl", "--vocab_file=%s" % VOCAB_UNCASED,
+                      "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+                      "--do_lower_case=True", "--layers=-1", "--max_seq_length=16", cwd=work,
+                      env=env)
   assert result.returncode == 0, result.stderr[-3000:]
   lines = (work / "out.jsonl").read_text().splitlines()
   assert len(lines) == 2 and '"token": "[CLS]"' in lines[0]
@@ -151,17 +144,15 @@ def test_installed_wheel_runs_a_runner_from_any_folder(wheel, tmp_path):
 def test_cpu_run_with_an_export_prints_no_error_level_line(tmp_path):
   """A CPU-only training run that exports: no glog error line (E<digits>, e.g. TensorFlow's
   'failed call to cuInit' where no NVIDIA driver exists) and no note about renamed inputs."""
-  env = dict(os.environ)
-  for name in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "TF_ENABLED_DEVICE_TYPES"):
-    env.pop(name, None)  # as a user's shell has them: bert_tf decides, not this test process
-  result = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=MRPC",
-       "--data_dir=%s" % os.path.join(FIXTURES, "classifier_data", "MRPC"),
-       "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
-       "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=32", "--do_train",
-       "--train_batch_size=4", "--num_train_epochs=1", "--output_dir=%s" % (tmp_path / "out"),
-       "--export_dir=%s" % (tmp_path / "export")],
-      cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+  # As a user's shell has them: bert_tf decides, not this test process.
+  env = dict.fromkeys(("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "TF_ENABLED_DEVICE_TYPES"))
+  result = run_script(
+      "run_classifier.py", "--task_name=MRPC",
+      "--data_dir=%s" % os.path.join(FIXTURES, "classifier_data", "MRPC"),
+      "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
+      "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=32", "--do_train",
+      "--train_batch_size=4", "--num_train_epochs=1", "--output_dir=%s" % (tmp_path / "out"),
+      "--export_dir=%s" % (tmp_path / "export"), cwd=tmp_path, env=env, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   assert (tmp_path / "export" / "saved_model.pb").exists()
   errors = [line for line in result.stderr.splitlines() if re.match(r"[EF]\d", line)]

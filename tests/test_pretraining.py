@@ -1,13 +1,13 @@
 """run_pretraining: eval metrics, resume after SIGKILL, mirrored, half precision, XLA and LAMB
 against one float32 run, bad input."""
 
+from functools import partial
 import json
 import logging as std_logging
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -22,20 +22,15 @@ from bert_tf.tasks.pretraining import PretrainingTask
 from helpers import (
   FIXTURES,
   FLOAT32_EPS,
-  ROOT,
   TINY_CKPT,
   TINY_CONFIG,
   VOCAB_UNCASED,
   assert_float32_close,
+  run_script,
 )
 
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
 FORWARD = FIXTURES / "model_forward"
-
-
-def _python(script, *args, env=None, timeout=300):
-  return subprocess.run([sys.executable, os.path.join(ROOT, script), *args], capture_output=True,
-                        text=True, timeout=timeout, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +38,10 @@ def seq64_data(tmp_path_factory):
   """Two TFRecord files of seq-64 pretraining data made from the reference corpus."""
   folder = tmp_path_factory.mktemp("data")
   files = [str(folder / "a.tfrecord"), str(folder / "b.tfrecord")]
-  result = _python("create_pretraining_data.py",
-                   "--input_file=%s" % (FIXTURES / "pretraining_data" / "corpus.txt"),
-                   "--output_file=%s" % ",".join(files), "--vocab_file=%s" % VOCAB_UNCASED,
-                   "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=1")
+  result = run_script("create_pretraining_data.py",
+                      "--input_file=%s" % (FIXTURES / "pretraining_data" / "corpus.txt"),
+                      "--output_file=%s" % ",".join(files), "--vocab_file=%s" % VOCAB_UNCASED,
+                      "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=1")
   assert result.returncode == 0, result.stderr
   return ",".join(files)
 
@@ -79,7 +74,7 @@ def three_step_runs(seq64_data, tmp_path_factory, script_session):
   folder = tmp_path_factory.mktemp("three_steps")
   flags = ["", "--gradient_accumulation_steps=2", *_FLAG_TOLERANCE]
   outs = [folder / ("run_%d" % index) for index in range(len(flags))]
-  run_pretraining = script_session("run_pretraining.py")
+  run_pretraining = partial(run_script, "run_pretraining.py", shared=script_session)
   results = [run_pretraining(*_pretrain_args(seq64_data, out, *_THREE_STEPS,
                                              *([flag] if flag else [])))
              for flag, out in zip(flags, outs)]
@@ -134,7 +129,7 @@ def test_eval_metrics_match_the_original_metric_fn(tmp_path):
 
 @pytest.mark.slow
 def test_train_eval_and_google_layout_outputs(seq64_data, tmp_path, script_session):
-  run_pretraining = script_session("run_pretraining.py")  # the module's process of the script
+  run_pretraining = partial(run_script, "run_pretraining.py", shared=script_session)
   out = tmp_path / "run"
   result = run_pretraining(*_pretrain_args(
       seq64_data, out, "--do_train", "--do_eval", "--train_batch_size=8", "--num_train_steps=4",
@@ -168,14 +163,14 @@ def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path, sc
           "--bert_config_file=%s" % TINY_CONFIG]
   # This run and the restart below: the module's process of the script; the killed run has
   # its own.
-  session = script_session("run_pretraining.py")
+  session = partial(run_script, "run_pretraining.py", shared=script_session)
   straight = tmp_path / "straight"
   assert session(*_pretrain_args(seq64_data, straight, *args)).returncode == 0
 
   killed = tmp_path / "killed"
-  command = [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
-             *_pretrain_args(seq64_data, killed, *args)]
-  process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  command = _pretrain_args(seq64_data, killed, *args)
+  process = run_script("run_pretraining.py", *command, wait=False, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
   deadline = time.monotonic() + 240
   while not list((killed / "training_state").glob("ckpt-4.index")) if killed.exists() else True:
     assert time.monotonic() < deadline and process.poll() is None, "no checkpoint appeared"
@@ -183,7 +178,7 @@ def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path, sc
   process.send_signal(signal.SIGKILL)
   process.wait()
   assert not (killed / "model.ckpt-10.index").exists()
-  resumed = session(*command[2:])
+  resumed = session(*command)
   assert resumed.returncode == 0, resumed.stderr
   assert "Resumed from" in resumed.stderr
   _assert_same_weights(str(straight / "model.ckpt-10"), str(killed / "model.ckpt-10"), atol=1e-6)
@@ -192,7 +187,7 @@ def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path, sc
 @pytest.mark.slow
 def test_mirrored_on_two_cpus_equals_one_device(seq64_data, float32_run, tmp_path):
   two = tmp_path / "two"
-  r2 = _python("run_pretraining.py", *_pretrain_args(
+  r2 = run_script("run_pretraining.py", *_pretrain_args(
       seq64_data, two, *_THREE_STEPS, "--distribution_strategy=mirrored", "--cpu_devices=2"))
   assert r2.returncode == 0, r2.stderr
   assert "mirrored with 2 replica(s)" in r2.stderr
@@ -225,13 +220,13 @@ def _launch_two_workers(data, out, *args):
   cluster = {"worker": ["127.0.0.1:%d" % p for p in _free_ports(2)]}
   processes = []
   for index in range(2):
-    env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster,
-                                                  "task": {"type": "worker", "index": index}}))
-    processes.append(subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
-         *_pretrain_args(data, out, "--do_train", "--train_batch_size=8",
-                         "--distribution_strategy=multi_worker_mirrored", *args)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
+    env = {"TF_CONFIG": json.dumps({"cluster": cluster,
+                                    "task": {"type": "worker", "index": index}})}
+    processes.append(run_script(
+        "run_pretraining.py", *_pretrain_args(data, out, "--do_train", "--train_batch_size=8",
+                                              "--distribution_strategy=multi_worker_mirrored",
+                                              *args),
+        env=env, wait=False, stderr=subprocess.STDOUT))
   return processes
 
 
@@ -307,7 +302,7 @@ def test_a_record_file_cut_short_is_found_up_front_with_its_byte_offset(tmp_path
 
 @pytest.mark.slow
 def test_bad_inputs_are_clear_errors_and_overwrite_nothing(seq64_data, tmp_path, script_session):
-  run_pretraining = script_session("run_pretraining.py")  # the module's process of the script
+  run_pretraining = partial(run_script, "run_pretraining.py", shared=script_session)
   out = tmp_path / "bad"
   base = ["--do_train", "--train_batch_size=4", "--num_train_steps=2"]
   result = run_pretraining(*_pretrain_args(str(tmp_path / "none*.tfrecord"), out, *base))

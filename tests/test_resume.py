@@ -1,13 +1,12 @@
 """Exact resume with dropout on: SIGTERM/SIGINT mid-run (preemption) and SIGKILL, then the same
 command; and which settings a resume compares (checkpoint_keeper.check_settings)."""
 
+from functools import partial
 import json
-import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ import tensorflow as tf
 
 from bert_tf.errors import UserInputError
 from bert_tf.training import checkpoint_keeper
-from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED
+from helpers import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
 
 
 def _dropout_is_on():
@@ -47,8 +46,9 @@ def _swag(tmp_path, output_dir):
 
 
 def _command(make_args, tmp_path, output_dir):
+  """The script and its arguments."""
   script, *args = make_args(tmp_path, output_dir)
-  return [sys.executable, os.path.join(ROOT, script), *args, "--do_train",
+  return [script, *args, "--do_train",
           "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
           "--init_checkpoint=%s" % TINY_CKPT, "--save_checkpoints_steps=8",
           "--iterations_per_loop=1", "--output_dir=%s" % output_dir]
@@ -64,9 +64,9 @@ def _final_weights(output_dir):
 
 
 def _stop_at_step(command, at_step, signum):
-  """Starts `command`, sends `signum` once it has logged step `at_step`; returns (code, stderr)."""
-  process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
+  """Starts `command` (a script and its arguments), sends `signum` once it has logged step
+  `at_step`; returns (code, stderr)."""
+  process = run_script(*command, wait=False, stdout=subprocess.DEVNULL)
   seen = []
   for line in process.stderr:
     seen.append(line)
@@ -86,10 +86,10 @@ def test_stopped_by_a_signal_then_rerun_ends_with_the_uninterrupted_weights(
     make_args, signum, tmp_path, script_session):
   assert _dropout_is_on()  # the point of the test: dropout masks must continue exactly
   straight = tmp_path / "straight"
-  script, *args = _command(make_args, tmp_path, straight)[1:]
+  script, *args = _command(make_args, tmp_path, straight)
   # This run and the rerun below: the module's process of the script; the stopped run has its
   # own.
-  session = script_session(os.path.basename(script))
+  session = partial(run_script, script, shared=script_session)
   result = session(*args)
   assert result.returncode == 0, result.stderr
   want = _final_weights(straight)
@@ -107,7 +107,7 @@ def test_stopped_by_a_signal_then_rerun_ends_with_the_uninterrupted_weights(
   assert (stopped / "training_state" / ("ckpt-%d.index" % step)).exists()
   assert "Traceback" not in stderr
 
-  resumed = session(*command[2:])
+  resumed = session(*command[1:])
   assert resumed.returncode == 0, resumed.stderr
   assert re.search(r"Resumed from \S+ckpt-%d at step %d" % (step, step), resumed.stderr)
   got = _final_weights(stopped)

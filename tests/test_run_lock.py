@@ -2,28 +2,17 @@
 
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from bert_tf.errors import UserInputError
 from bert_tf.runner import run_lock
-from helpers import ROOT
-
-_HOLDER = """
-import sys, time
-sys.path.insert(0, %r)
-from bert_tf import run_lock
-run_lock.acquire(sys.argv[1])
-print("locked", flush=True)
-time.sleep(60)
-""" % ROOT
+from helpers import PROGRAMS, run_script
 
 
 def _start_holder(folder):
-  process = subprocess.Popen([sys.executable, "-c", _HOLDER, str(folder), "--fake_flag=1"],
-                             stdout=subprocess.PIPE, text=True)
+  process = run_script(PROGRAMS + "hold_run_lock.py", folder, "--fake_flag=1", wait=False,
+                       stderr=None)
   assert process.stdout.readline().strip() == "locked"
   return process
 

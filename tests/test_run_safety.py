@@ -1,12 +1,12 @@
 """Real command lines against the hostile cases of one --output_dir: two runs at once, resumes
 with changed settings, damaged checkpoints (issue: nothing lost, nothing half-done)."""
 
+from functools import partial
 import hashlib
 import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
@@ -15,13 +15,13 @@ import tensorflow as tf
 from bert_tf.runner.run_lock import LOCK_NAME
 from helpers import (
   FIXTURES,
-  ROOT,
   TINY_CKPT,
   TINY_CONFIG,
   TINY_DIR,
   VOCAB_UNCASED,
+  ScriptSession,
   damaged_copy,
-  run_script_cases,
+  run_script,
 )
 
 pytestmark = pytest.mark.slow
@@ -41,7 +41,7 @@ def finished_run(tmp_path_factory, script_session):
   """The output folder of one finished run of _classifier_args (one epoch, a save every step),
   which the tests below copy and then resume in their own ways."""
   out = tmp_path_factory.mktemp("finished") / "run"
-  result = script_session("run_classifier.py")(*_classifier_args(out))
+  result = run_script("run_classifier.py", *_classifier_args(out), shared=script_session)
   assert result.returncode == 0, result.stderr[-3000:]
   return out
 
@@ -54,12 +54,10 @@ def _error(result):
 
 def test_a_second_run_on_a_folder_in_use_stops_at_once_naming_the_first(tmp_path,
                                                                          script_session):
-  run_classifier = script_session("run_classifier.py")  # the module's run_classifier process
+  run_classifier = partial(run_script, "run_classifier.py", shared=script_session)
   out = tmp_path / "run"
-  first = subprocess.Popen(
-      [sys.executable, os.path.join(ROOT, "run_classifier.py"),
-       *_classifier_args(out, "--num_train_epochs=400")],
-      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  first = run_script("run_classifier.py", *_classifier_args(out, "--num_train_epochs=400"),
+                     wait=False, stderr=subprocess.STDOUT)
   try:
     lock = out / ".bert_tf.lock"
     deadline = time.time() + 120
@@ -79,7 +77,7 @@ def test_a_second_run_on_a_folder_in_use_stops_at_once_naming_the_first(tmp_path
 
 
 def test_resume_with_changed_settings_says_what_changed(finished_run, tmp_path, script_session):
-  run_classifier = script_session("run_classifier.py")  # the module's run_classifier process
+  run_classifier = partial(run_script, "run_classifier.py", shared=script_session)
   out = tmp_path / "run"
   shutil.copytree(finished_run, out)
   smaller = run_classifier(*_classifier_args(out, "--train_batch_size=2"))
@@ -110,7 +108,7 @@ def test_resume_on_windows_of_a_truncate_state_writes_nothing(finished_run, tmp_
   """The finished run trained on truncated records: training it on windows would mix two
   datasets, so that stops before writing anything. Truncate is not recorded (states saved
   before windows existed are truncate ones): the same command, without windows, resumes."""
-  run_classifier = script_session("run_classifier.py")  # the module's run_classifier process
+  run_classifier = partial(run_script, "run_classifier.py", shared=script_session)
   out = tmp_path / "run"
   shutil.copytree(finished_run, out)
   settings = json.loads((out / "training_state" / "settings.json").read_text())
@@ -165,9 +163,12 @@ def damaged_init_runs(tmp_path_factory, script_session):
               runs.items()}
   for script in commands[_DAMAGES[0]]:
     if script == "run_classifier.py":
-      results = [script_session(script)(*commands[how][script]) for how in _DAMAGES]
-    else:
-      results = run_script_cases(script, [commands[how][script] for how in _DAMAGES])
+      results = [run_script(script, *commands[how][script], shared=script_session)
+                 for how in _DAMAGES]
+    else:  # a process of the script's own for its two command lines, ended after them
+      with ScriptSession(script) as session:
+        results = [run_script(script, *commands[how][script], shared=session)
+                   for how in _DAMAGES]
     for how, result in zip(_DAMAGES, results):
       runs[how][2][script] = result
   return runs
@@ -195,7 +196,8 @@ def test_damaged_latest_training_state_falls_back_to_the_previous_one(finished_r
   data = tf.io.gfile.glob(latest + ".data-*")[0]
   with open(data, "r+b") as f:
     f.truncate(os.path.getsize(data) // 2)
-  again = script_session("run_classifier.py")(*_classifier_args(out, "--num_train_epochs=2"))
+  again = run_script("run_classifier.py", *_classifier_args(out, "--num_train_epochs=2"),
+                     shared=script_session)
   assert again.returncode == 0, again.stderr[-2000:]
   assert "ckpt-%d is damaged" % step in again.stderr
   assert "Resumed from %s at step %d" % (str(state / ("ckpt-%d" % (step - 1))), step - 1) in (
@@ -215,7 +217,7 @@ def test_squad_file_with_a_duplicated_question_id_is_refused(tmp_path):
 
 
 def test_rerunning_a_finished_command_keeps_or_replaces_its_own_export(tmp_path, script_session):
-  run_classifier = script_session("run_classifier.py")  # the module's run_classifier process
+  run_classifier = partial(run_script, "run_classifier.py", shared=script_session)
   out, exp = tmp_path / "run", tmp_path / "exp"
   first = run_classifier(*_classifier_args(out, "--export_dir=%s" % exp))
   assert first.returncode == 0, first.stderr[-3000:]
@@ -265,7 +267,7 @@ def test_evaluating_a_head_of_another_task_is_one_line_naming_both(finished_run,
   (data / "dev.tsv").write_text("sentence\tlabel\na fine film .\t1\na dull one .\t0\n")
   args = [a for a in _classifier_args(tmp_path / "sst2", init=finished_run) if a != "--do_train"]
   args[:2] = ["--task_name=SST-2", "--data_dir=%s" % data]
-  refused = script_session("run_classifier.py")(*args, "--do_eval")
+  refused = run_script("run_classifier.py", *args, "--do_eval", shared=script_session)
   message = _error(refused)
   assert len(message.splitlines()) == 1 and "Traceback" not in refused.stderr
   assert "fine-tuned for task mrpc" in message and "not for --task_name=sst-2" in message

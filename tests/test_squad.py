@@ -1,5 +1,6 @@
 """run_squad's data path against the original: examples, features, records, predictions."""
 
+from functools import partial
 import json
 
 import numpy as np
@@ -240,7 +241,7 @@ def test_export_dir_writes_an_answering_savedmodel(tmp_path, script_session):
           "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=64", "--doc_stride=32",
           "--max_query_length=16", "--export_dir=%s" % (tmp_path / "export"),
           "--output_dir=%s" % (tmp_path / "out")]
-  run_squad = script_session("run_squad.py")
+  run_squad = partial(run_script, "run_squad.py", shared=script_session)
   result = run_squad(*args)
   assert result.returncode == 0, result.stderr
   assert export.read_metadata(str(tmp_path / "export"))["task"] == "squad"

@@ -1,10 +1,7 @@
 """run_swag: features for a hand-worked example, CSV errors, training, checkpoint layout."""
 
 import csv
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -12,7 +9,16 @@ import tensorflow as tf
 from bert_tf import tokenization
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import swag
-from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
+from helpers import (
+  FIXTURES,
+  PROGRAMS,
+  TINY_CKPT,
+  TINY_CONFIG,
+  VOCAB_UNCASED,
+  printed_json,
+  run_script,
+  tiny_config,
+)
 
 HEADER = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0",
           "ending1", "ending2", "ending3", "label"]
@@ -67,8 +73,7 @@ def test_empty_and_malformed_files(tmp_path):
 
 
 def _run(*args):
-  return subprocess.run([sys.executable, os.path.join(ROOT, "run_swag.py"), *args],
-                        capture_output=True, text=True, timeout=300)
+  return run_script("run_swag.py", *args)
 
 
 @pytest.mark.slow
@@ -121,19 +126,11 @@ def test_export_answers_raw_text_like_the_python_path_in_a_fresh_process(tmp_pat
                     "input_mask": np.reshape(mask, (4, 32)),
                     "input_type_ids": np.reshape(segments, (4, 32))})["pooled_output"]
   want = tf.nn.softmax(head(pooled, num_choices=4)).numpy()[0]
-  script = (
-      "import json, tensorflow as tf, tensorflow_text\n"
-      "m = tf.saved_model.load(%r)\n"
-      "e = %r\n"
-      "out = m.signatures['serving_default'](context=tf.constant([%r, '']),\n"
-      "    **{'ending%%d' %% i: tf.constant([e[i], 'x']) for i in range(4)})\n"
-      "print(json.dumps(out['probabilities'].numpy().tolist()))\n"
-      % (str(tmp_path / "export"), example.endings, example.context))
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  fresh = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         cwd=str(tmp_path), env=env, timeout=300)
-  assert fresh.returncode == 0, fresh.stderr
-  got = json.loads(fresh.stdout.strip().splitlines()[-1])
+  texts = {"context": [example.context, ""],
+           **{"ending%d" % i: [example.endings[i], "x"] for i in range(4)}}
+  got = printed_json(run_script(PROGRAMS + "serve_signature.py", json.dumps(texts),
+                                tmp_path / "export", isolated=True,
+                                cwd=tmp_path))["probabilities"]
   np.testing.assert_allclose(got[0], want, atol=1e-5)
   assert abs(sum(got[1]) - 1) < 1e-5
 

@@ -9,8 +9,6 @@ library itself on a real model is opt-in (test_agrees_with_sentence_transformers
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -24,15 +22,14 @@ from bert_tf.inference import text_embedder, text_embedder_export
 from bert_tf.modeling import BertModel
 from helpers import (
   JSONL_ROUNDING,
+  PROGRAMS,
   ROOT,
   TINY_CKPT,
   TINY_CONFIG,
   VOCAB_UNCASED,
   assert_float32_close,
-  run_isolated,
-  run_saved_model_cli,
+  printed_json,
   run_script,
-  run_serving_script,
 )
 from test_hf_checkpoints import HF_CONFIG, make_hf_state, write_hf_folder
 
@@ -277,21 +274,12 @@ def test_pooling_layer_alone_equals_numpy():
 def test_export_command_loads_without_bert_tf_and_equals_the_library(tmp_path):
   folder = write_st_folder(tmp_path / "st", pooling=legacy_pooling("cls", "mean"))
   export_dir = tmp_path / "embedder"
-  command = [sys.executable, os.path.join(ROOT, "export_text_embedder.py"),
-             "--model_dir=%s" % folder, "--export_dir=%s" % export_dir]
-  result = run_isolated(command, tmp_path, timeout=300)
+  command = ["export_text_embedder.py", "--model_dir=%s" % folder, "--export_dir=%s" % export_dir]
+  result = run_script(*command, isolated=True, cwd=tmp_path)
   assert result.returncode == 0, result.stderr[-3000:]
-  body = """
-model = models[0]
-texts = tf.constant(args["texts"])
-serve = model.signatures["serving_default"]
-out = {"call": model(texts).numpy().tolist(),
-       "signature": serve(sentences=texts)["embedding"].numpy().tolist(),
-       "empty": model(tf.constant([], tf.string)).shape.as_list(),
-       "variables": len(model.variables), "trainable": len(model.trainable_variables)}
-print(json.dumps(out))
-"""
-  served = run_serving_script(body, tmp_path, [export_dir], {"texts": TEXTS})
+  served = printed_json(run_script(PROGRAMS + "serve_text_embedder.py",
+                                   json.dumps({"texts": TEXTS}), export_dir, isolated=True,
+                                   cwd=tmp_path, timeout=120))
   expected = text_embedder.load(folder)(tf.constant(TEXTS)).numpy()
   np.testing.assert_allclose(np.array(served["call"]), expected, rtol=0, atol=1e-6)
   np.testing.assert_allclose(np.array(served["signature"]), expected, rtol=0, atol=1e-6)
@@ -305,15 +293,15 @@ print(json.dumps(out))
   assert metadata["normalize"] and metadata["max_seq_length"] == MAX_SEQ
   assert metadata["dimension"] == 64 and metadata["model_dir"] == folder
   # `saved_model_cli run` is the TF1-style loader TF Serving uses.
-  run = run_saved_model_cli("run", "--dir", str(export_dir), "--tag_set", "serve",
-                            "--signature_def", "serving_default", "--input_exprs",
-                            'sentences=["%s"]' % TEXTS[0], cwd=tmp_path)
+  run = run_script(PROGRAMS + "saved_model_cli.py", "run", "--dir", export_dir, "--tag_set",
+                   "serve", "--signature_def", "serving_default", "--input_exprs",
+                   'sentences=["%s"]' % TEXTS[0], isolated=True, cwd=tmp_path, timeout=120)
   assert run.returncode == 0, run.stderr[-3000:]
   printed = run.stdout.split("Result for output key embedding:")[1]
   np.testing.assert_allclose(np.array(printed.replace("[", " ").replace("]", " ").split(),
                                       np.float32), expected[0], rtol=0, atol=1e-5)
   # A second export into the same folder is refused, naming the flag that allows it.
-  again = run_isolated(command, tmp_path, timeout=300)
+  again = run_script(*command, isolated=True, cwd=tmp_path)
   assert again.returncode == 2 and "--overwrite" in again.stderr.strip().splitlines()[-1]
   # A folder that is not a sentence-transformers model: one line, nothing written.
   result = run_script("export_text_embedder.py", "--model_dir=%s" % tmp_path,
@@ -378,16 +366,6 @@ def test_extract_features_writes_pooled_embeddings(tmp_path):
 PEER_PYTHON = os.environ.get("BERT_TF_PEER_PYTHON")
 ST_MODEL = os.environ.get("BERT_TF_ST_MODEL")
 
-_ST_SIDE = r"""
-import json, sys
-import numpy as np
-from sentence_transformers import SentenceTransformer
-texts = json.load(open(sys.argv[2], encoding="utf-8"))
-model = SentenceTransformer(sys.argv[1], device="cpu")
-np.save(sys.argv[3], model.encode(texts, batch_size=32))
-"""
-
-
 def real_texts():
   """Short sentences and long paragraphs (cut at max_seq_length) from the repo's data."""
   path = os.environ.get("BERT_TF_ST_TEXTS") or os.path.join(ROOT, "data",
@@ -408,23 +386,14 @@ def test_agrees_with_sentence_transformers(tmp_path):
   texts = real_texts()
   texts_file = tmp_path / "texts.json"
   texts_file.write_text(json.dumps(texts), encoding="utf-8")
-  env = dict(os.environ)
-  env.pop("PYTHONPATH", None)
-  peer = subprocess.run([PEER_PYTHON, "-c", _ST_SIDE, ST_MODEL, str(texts_file),
-                         str(tmp_path / "st.npy")], capture_output=True, text=True, env=env,
-                        timeout=1800)
+  peer = run_script(PROGRAMS + "sentence_transformers_embed.py", ST_MODEL, texts_file,
+                    tmp_path / "st.npy", python=PEER_PYTHON, isolated=True, timeout=1800)
   assert peer.returncode == 0, peer.stderr[-3000:]
   export_dir = tmp_path / "embedder"
   text_embedder_export.export_from_folder(ST_MODEL, str(export_dir))
-  body = """
-texts = json.load(open(args["texts"], encoding="utf-8"))
-vectors = [models[0](tf.constant(texts[i:i + 32])).numpy() for i in range(0, len(texts), 32)]
-import numpy as np
-np.save(args["out"], np.concatenate(vectors))
-print(json.dumps({}))
-"""
-  run_serving_script(body, tmp_path, [export_dir],
-                     {"texts": str(texts_file), "out": str(tmp_path / "ours.npy")}, timeout=1800)
+  printed_json(run_script(PROGRAMS + "embed_texts_file.py", json.dumps(
+      {"texts": str(texts_file), "out": str(tmp_path / "ours.npy")}), export_dir, isolated=True,
+      cwd=tmp_path, timeout=1800))
   ours, theirs = np.load(tmp_path / "ours.npy"), np.load(tmp_path / "st.npy")
   assert ours.shape == theirs.shape
   difference = float(np.abs(ours - theirs).max())
