@@ -120,6 +120,9 @@ class WindowHooks(runner.TaskHooks):
 
   windows = None  # WindowOptions with --long_document=windows
   trained_by = None  # the setting naming the data of a training run of these hooks
+  # Writable after construction until bert_tf/tasks/glue/hooks.py and own_data/hooks.py
+  # replace these hooks (issue 41).
+  __setattr__ = object.__setattr__
 
   def set_windows(self, options, what, text_pair, regression=False, multi_label=False):
     """The windows flags checked (`what` names the data in an error) into self.windows."""
@@ -228,9 +231,9 @@ class WindowHooks(runner.TaskHooks):
                       "docs/runners.md.", risk)
     return steps
 
-  def describe(self, run, split, examples):
+  def describe(self, run, split, examples, records=None):
     if not self.windows or (split == "train" and self.windows.trains_truncated):
-      return super().describe(run, split, examples)
+      return super().describe(run, split, examples, records)
     by_document = split == "train" and self.windows.by_document
     return glue_windows.describe(self.window_counts[split],
                                  self.windows.max_train_windows if by_document else None)
@@ -275,7 +278,7 @@ class ClassifierHooks(WindowHooks):
   eval_with_predictions = True  # the GLUE metrics need each example's prediction
   trained_by = "task_name"
 
-  def __init__(self, task_flags):
+  def __init__(self, task_flags, options=None):
     self.flags = task_flags
     self.task_name = self.flags.task_name.lower()
     self.processor = glue.get_processor(self.flags.task_name)
@@ -366,7 +369,7 @@ class ClassifierHooks(WindowHooks):
     """Per example, its windows' logits (regression: outputs) pooled."""
     return self.pooled_values(split, outputs["predictions" if self.regression else "logits"])
 
-  def postprocess_eval(self, run, examples, result, outputs):
+  def postprocess_eval(self, run, examples, result, outputs, records=None):
     if self.windows:
       labels = np.array([glue.label_id_of(e, self.label_list) for e in examples])
       pooled = self.pooled("eval", outputs)
@@ -383,7 +386,7 @@ class ClassifierHooks(WindowHooks):
     result.update(glue.glue_metrics(self.task_name, predictions, labels))
     return result
 
-  def postprocess_predict(self, run, examples, outputs):
+  def postprocess_predict(self, run, examples, outputs, records=None):
     if self.windows:
       pooled = self.pooled("predict", outputs)
       values = pooled[:, None] if self.regression else glue_windows.softmax(pooled)
@@ -431,7 +434,7 @@ class OwnDataHooks(WindowHooks):
   trained_by = "problem_type"
   FILES = {"train": "train_file", "eval": "eval_file", "predict": "predict_file"}
 
-  def __init__(self, task_flags):
+  def __init__(self, task_flags, options=None):
     self.flags = f = task_flags
     self.columns = own_data.Columns(f.text_column, f.text_b_column, f.label_column, f.id_column,
                                     f.label_delimiter)
@@ -590,7 +593,7 @@ class OwnDataHooks(WindowHooks):
         pooled.reshape(len(examples), -1), {"label_ids": label_ids})["classification"]
     return float(np.mean(np.asarray(losses, np.float64)))
 
-  def postprocess_eval(self, run, examples, result, outputs):
+  def postprocess_eval(self, run, examples, result, outputs, records=None):
     schema, n = self.schema(run.options), len(examples)
     gold = [row.label for row in examples]
     values = self.row_values(run, "eval", outputs, n)
@@ -609,7 +612,7 @@ class OwnDataHooks(WindowHooks):
                                                   schema.labels))
     return result
 
-  def postprocess_predict(self, run, examples, outputs):
+  def postprocess_predict(self, run, examples, outputs, records=None):
     schema = self.schema(run.options)
     values = self.row_values(run, "predict", outputs, len(examples))
     path = run.output_path("predictions.jsonl")
