@@ -1,6 +1,7 @@
 """tests/test_hooks.py's program: builds each runner's hooks as runner.main does (the
 script's own flags parsed, the RunOptions checked, `hooks_class(task_flags, options)`), calls
-check(options), tries to assign attributes, and prints what it saw as one JSON line.
+check(options) and reads every split asked for, tries to assign attributes, and prints what
+it saw as one JSON line.
 
 It runs in a process of its own: every script defines the shared flags, so each script is
 imported in turn and its flags removed before the next (a process may define a flag once).
@@ -19,7 +20,7 @@ sys.path.insert(0, ROOT)
 import bert_tf  # noqa: F401,E402  (TensorFlow environment defaults, before TF loads)  # isort: skip
 from absl import flags  # noqa: E402
 
-from bert_tf import runner_flags  # noqa: E402
+from bert_tf import runner, runner_flags  # noqa: E402
 from bert_tf.runner_flags import RunOptions  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -65,7 +66,12 @@ def probe(script, hooks_path, args):
     hooks = hooks_class(runner_flags.task_flags(module), options)
     built = state(vars(hooks))
     hooks.check(options)
-    return {"class": type(hooks).__name__, "built": built, "checked": state(vars(hooks)),
+    checked = state(vars(hooks))
+    run = runner.Run(options, None, None)  # what reading needs: the options
+    read = {split: len(hooks.read_examples(run, split)) for split, action in runner.SPLITS
+            if getattr(options, action)}
+    return {"class": type(hooks).__name__, "built": built, "checked": checked,
+            "read": read, "after_reading": state(vars(hooks)),
             "new_attribute": assignment_error(hooks, "counts"),
             "existing_attribute": assignment_error(hooks, "flags"),
             "still": state(vars(hooks)) == built}

@@ -1,7 +1,8 @@
 """The TaskHooks contract (bert_tf/runner.py): hooks are built from the script's own flags and
-the RunOptions, check() only checks, and once built they refuse attribute assignment; what a
-stage produces for a later one (record_files' Records) the template keeps on the Run and
-passes on. Checked for every runner's hooks, built as runner.main builds them.
+the RunOptions, check() only checks (nor does reading the data change them), and once built
+they refuse attribute assignment; what a stage produces for a later one (record_files'
+Records) the template keeps on the Run and passes on. Checked for every runner's hooks, built
+as runner.main builds them.
 """
 
 import json
@@ -71,11 +72,13 @@ def probed():
 
 
 @pytest.mark.parametrize("case", [_param(case) for case in CASES])
-def test_check_changes_nothing_and_built_hooks_are_read_only(probed, case):
+def test_check_and_reading_change_nothing_and_built_hooks_are_read_only(probed, case):
   seen = probed[case]
   assert "missing" not in seen, seen["missing"]
   assert seen["class"] == CASES[case][1].partition(":")[2]
   assert seen["checked"] == seen["built"]  # check() only checks
+  assert seen["read"] and all(seen["read"].values())  # every split asked for was read
+  assert seen["after_reading"] == seen["built"]  # and reading left nothing on the hooks
   for name in ("counts", "flags"):  # a new attribute and one the constructor set
     message = seen["new_attribute" if name == "counts" else "existing_attribute"]
     assert message is not None, "%s accepted hooks.%s = ..." % (seen["class"], name)

@@ -7,6 +7,7 @@ from bert_tf import checks, example_codec, runner
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import ner
 from bert_tf.tasks.ner import feature_based_trainer as fbt
+from bert_tf.tasks.ner.labels import NEEDS_TAGS
 
 
 class NerHooks(runner.TaskHooks):
@@ -17,11 +18,16 @@ class NerHooks(runner.TaskHooks):
   eval_with_predictions = True  # conlleval needs each word's prediction
 
   def __init__(self, task_flags, options):
+    """The run's labels are decided here, from the training file (read once more by
+    read_examples) or the trained model: a run without labels to predict with stops now."""
     super().__init__(task_flags, options)
     self.labels = ner.RunLabels(task_flags.labels, task_flags.tag_scheme)
     self.files = {split: ner.split_file(task_flags.data_dir, ner.RUN_SPLITS[split])
                   for split, action in runner.SPLITS if getattr(options, action)}
-    if not options.do_train:  # fails now when there are no labels to predict with
+    if options.do_train:
+      path = self.files["train"]
+      self.labels.use_training_file(path, ner.read_conll(path), options.output_dir)
+    else:
       self.trained_labels(options)
 
   def trained_labels(self, options):
@@ -40,7 +46,11 @@ class NerHooks(runner.TaskHooks):
                            "--approach=feature_based." % self.flags.features)
 
   def read_examples(self, run, split):
-    return self.labels.read(self.files[split], split, run.options.output_dir)
+    """The documents of `split`'s file, their tags checked against the labels."""
+    path = self.files[split]
+    documents = ner.read_conll(path)
+    self.labels.check_tags(path, documents, NEEDS_TAGS.get(split))
+    return documents
 
   def settings(self, run):
     """The labels shape the head; the training file's scheme and the stride its data."""
