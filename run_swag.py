@@ -13,7 +13,6 @@ with the four choice probabilities per example. The head's one vector is stored 
 Google-layout checkpoints as cls/swag/output_weights [1, hidden_size].
 """
 
-import os
 import sys
 
 import bert_tf  # noqa: F401  (TensorFlow environment defaults, before TF loads)  # isort: skip
@@ -21,7 +20,7 @@ from absl import flags
 
 from bert_tf import runner
 from bert_tf.runner import shared_flags
-from bert_tf.tasks import swag
+from bert_tf.tasks.swag.hooks import SwagHooks
 from bert_tf.utils import cli
 
 flags.DEFINE_string("data_dir", None, "Folder with SWAG's train.csv, val.csv and test.csv.")
@@ -30,41 +29,6 @@ shared_flags.define_finetuning_flags(
     export_help="If set, write a SavedModel: `serving_default` takes `context` and four "
                 "`ending0..3` strings; `serve_ids` takes word ids.")
 shared_flags.define_eval_flags("Whether to evaluate on val.csv.")
-
-
-class SwagHooks(runner.TaskHooks):
-  """SWAG: a context and four endings per example, one score per ending."""
-
-  # The files of --data_dir per split.
-  data_files = {"train": ("train.csv", True), "eval": ("val.csv", True),
-                "predict": ("test.csv", False)}
-
-  def __init__(self, task_flags, options=None):
-    self.flags = task_flags
-
-  def read_examples(self, run, split):
-    name, has_labels = self.data_files[split]
-    return swag.read_swag_examples(os.path.join(self.flags.data_dir, name), has_labels)
-
-  def encode(self, run, split, examples):
-    for example in examples:
-      yield swag.encode_features(swag.convert_example(example, run.options.max_seq_length,
-                                                      run.tokenizer))
-
-  def feature_spec(self, run, split):
-    return swag.feature_spec(run.options.max_seq_length)
-
-  def make_task(self, run):
-    return swag.MultipleChoiceTask(run.config, **run.options.task_options())
-
-  def postprocess_predict(self, run, examples, outputs):
-    runner.write_test_results(run.output_path("test_results.tsv"), outputs["probabilities"])
-
-  def export(self, run):
-    from bert_tf.tasks.swag.export import export_swag
-    options = run.options
-    export_swag(options.export_dir, run.serving_model(), options.vocab_file, options.do_lower_case,
-                options.max_seq_length, strip_accents=options.strip_accents)
 
 
 def main(_):

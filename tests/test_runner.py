@@ -224,9 +224,9 @@ def test_prepare_checks_before_creating_anything(tmp_path):
       ({"init_checkpoint": str(tmp_path / "missing.ckpt")}, "missing.ckpt.index is missing"),
   ]:
     with pytest.raises(UserInputError, match=message):
-      runner.prepare(dataclasses.replace(good, **change), _Hooks())
+      runner.prepare(dataclasses.replace(good, **change), _Hooks(None, good))
     assert not (tmp_path / "out").exists()
-  run = runner.prepare(good, _Hooks())
+  run = runner.prepare(good, _Hooks(None, good))
   assert run.config.max_position_embeddings == 64 and run.strategy.num_replicas_in_sync == 1
   assert isinstance(run.tokenizer, tokenization.FullTokenizer) and run.trainer is None
   # The folder holds only the lock naming this run (released when the process ends).

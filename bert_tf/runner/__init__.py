@@ -5,6 +5,7 @@ What a runner script and a task's hooks use (bert_tf.runner.template)."""
 from bert_tf.runner.shared_flags import RunOptions
 from bert_tf.runner.template import (
     SPLITS,
+    Records,
     Run,
     TaskHooks,
     check_export_apart,

@@ -9,7 +9,9 @@ sequence length and vocab vs the config, casing vs the checkpoint name, batch si
 replicas, the export folder, the checkpoint, the output folder, the settings of the training
 state a re-run resumes from), and every data file is read before training, so a typo in the
 dev file is reported before hours of training.
-A runner script is its flags and a TaskHooks subclass.
+A runner script is its flags; its task's TaskHooks (bert_tf/tasks/<task>/hooks.py) are built
+from those flags and the options, and are read-only from then on: what one stage produces for
+a later one is returned to the template, kept on the Run and passed on as an argument.
 """
 
 import dataclasses
@@ -18,7 +20,7 @@ import hashlib
 import json
 import os
 import signal
-from typing import Optional
+from typing import Any, NamedTuple, Optional
 
 from absl import flags, logging
 import keras
@@ -47,6 +49,8 @@ class Run:
   strategy: tf.distribute.Strategy
   tokenizer: Optional[tokenization.FullTokenizer] = None
   trainer: Optional[training.Trainer] = None
+  # split -> the Records its record_files returned (set by the template only).
+  records: dict = dataclasses.field(default_factory=dict)
 
   def output_path(self, name):
     return os.path.join(self.options.output_dir, name)
@@ -56,9 +60,37 @@ class Run:
     return precision.for_inference(self.trainer.model, self.options.inference_precision)
 
 
-class TaskHooks:
-  """A task as the template asks for it. A runner subclasses this and overrides what its
-  task needs; the defaults fit fine-tuning on examples read from text files."""
+class Records(NamedTuple):
+  """What record_files wrote for a split: the files the trainer reads, how many records they
+  hold (None: not counted) and what the task keeps of its encoding for the later stages
+  (SQuAD's features, NER's windows, ...). The template keeps it on run.records and passes it
+  to describe, dataset and the postprocessing."""
+  files: list
+  count: Optional[int] = None
+  kept: Any = None
+
+
+class ReadOnlyOnceBuilt(type):
+  """The metaclass of TaskHooks: an instance refuses attribute assignment once its
+  constructor has returned, so the hooks hold no state a stage leaves for another."""
+
+  def __call__(cls, *args, **kwargs):
+    hooks = super().__call__(*args, **kwargs)
+    object.__setattr__(hooks, "_built", True)
+    return hooks
+
+
+class TaskHooks(metaclass=ReadOnlyOnceBuilt):
+  """A task as the template asks for it. A task subclasses this (in bert_tf/tasks/<task>/
+  hooks.py) and overrides what it needs; the defaults fit fine-tuning on examples read from
+  text files.
+
+  Built once per run from the script's own flags and the RunOptions; everything derived from
+  them is computed in the constructor. Once built the hooks are read-only (an assignment
+  raises AttributeError): `check` only checks, and what a stage produces for a later one
+  (the records written and what their encoding kept) is returned to the template, which
+  passes it on.
+  """
 
   uses_tokenizer = True  # False: the task reads existing record files and has no vocab
   min_seq_length = 3  # the smallest --max_seq_length the task's packing can use
@@ -71,8 +103,30 @@ class TaskHooks:
   eval_repeats = False
   max_eval_steps = None
 
+  def __init__(self, task_flags, options):
+    """`task_flags`: the script's own flags (runner_flags.task_flags); `options`: the
+    RunOptions. A subclass derives its configuration from both here."""
+    del options  # a subclass derives what it needs of them
+    self.flags = task_flags
+
+  def __setattr__(self, name, value):
+    self._refuse_once_built(name)
+    object.__setattr__(self, name, value)
+
+  def __delattr__(self, name):
+    self._refuse_once_built(name)
+    object.__delattr__(self, name)
+
+  def _refuse_once_built(self, name):
+    if getattr(self, "_built", False):
+      raise AttributeError(
+          "%s is read-only once built: cannot set %r. Compute it in __init__, or return it "
+          "from the stage that produces it (the template keeps it on the Run)." %
+          (type(self).__name__, name))
+
   def check(self, options):
-    """The runner's own flag checks (the shared ones are the template's)."""
+    """The runner's own flag checks (the shared ones are the template's): raises
+    UserInputError, changes nothing."""
 
   def read_examples(self, run, split):
     """The inputs of `split` ("train", "eval", "predict"), all read before any training."""
@@ -83,16 +137,16 @@ class TaskHooks:
     raise NotImplementedError
 
   def record_files(self, run, split, examples):
-    """The record files `split` reads: its examples' features, written to --output_dir."""
+    """The Records `split` reads: its examples' features, written to --output_dir."""
     path = run.output_path(self.record_names[split])
     total = len(examples) if self.one_record_per_example else None
-    example_codec.write_records(path, self.encode(run, split, examples), total,
-                                split + " features")
-    return [path]
+    count = example_codec.write_records(path, self.encode(run, split, examples), total,
+                                        split + " features")
+    return Records([path], count)
 
-  def dataset(self, run, split, examples):
-    """What the trainer reads for `split`: the record files, batched (repeated and shuffled
-    for training)."""
+  def dataset(self, run, split, examples, records):
+    """What the trainer reads for `split`: its record files (`records`, from record_files),
+    batched (repeated and shuffled for training)."""
     options = run.options
     batch = options.batch_size(split)
     if split == "train":
@@ -101,11 +155,11 @@ class TaskHooks:
     repeats = {"repeat": True, "drop_remainder": True} if (
         self.eval_repeats and split == "eval") else {}
     return input_pipeline.record_dataset(
-        self.record_files(run, split, examples), self.feature_spec(run, split), batch,
+        records.files, self.feature_spec(run, split), batch,
         is_training=split == "train", seed=options.shuffle_seed, **repeats)
 
-  def describe(self, run, split, examples):
-    """What `split` holds, for the log (called after `dataset`)."""
+  def describe(self, run, split, examples, records):
+    """What `split` holds, for the log (`records`: what record_files wrote of it)."""
     return "%d examples" % len(examples)
 
   def feature_spec(self, run, split):
@@ -153,13 +207,15 @@ class TaskHooks:
     """The --best_metric default: the eval_results.txt entry that ranks checkpoints."""
     return "eval_loss"
 
-  def postprocess_eval(self, run, examples, result, outputs):
+  def postprocess_eval(self, run, examples, result, outputs, records):
     """The eval_results.txt entries: Trainer metrics `result`, with the task's own added from
-    `outputs` (per-example arrays, with eval_with_predictions). Chief only."""
+    `outputs` (per-record arrays, with eval_with_predictions; `records`: the eval split's
+    Records). Chief only."""
     return result
 
-  def postprocess_predict(self, run, examples, outputs):
-    """Writes the prediction files from `outputs` (per-example arrays). Chief only."""
+  def postprocess_predict(self, run, examples, outputs, records):
+    """Writes the prediction files from `outputs` (per-record arrays of `records`). Chief
+    only."""
 
   def export_settings(self, run):
     """The task's settings that `export` builds into the SavedModel (labels, windows, answer
@@ -174,10 +230,12 @@ class TaskHooks:
 
 def main(hooks_class, script, required_flags):
   """A runner script's main: its required flags checked, then run_task on the options of the
-  shared flags, with hooks_class(task_flags, options): the flags `script` (its module) defines
-  itself, and the options."""
+  shared flags, with the hooks built by `hooks_class(task_flags, options)` from the flags
+  `script` (its module) defines itself and the options (checked first: the hooks may derive
+  their configuration from them)."""
   cli.require_flags(flags.FLAGS, *required_flags)
   options = RunOptions.from_flags(flags.FLAGS)
+  options.check()
   run_task(options, hooks_class(shared_flags.task_flags(script), options))
 
 
@@ -393,17 +451,18 @@ def _train(run, hooks, examples, num_train_steps, eval_examples=None):
   """Trains; with --eval_every_steps evaluates on the way. Returns the BestCheckpoint and
   the eval dataset it read (the final evaluation reads it again), or (None, None)."""
   options = run.options
-  dataset = hooks.dataset(run, "train", examples)
+  dataset = _dataset(run, hooks, "train", examples)
   logging.info("***** Running training: %s, batch %d, %d steps *****",
-               hooks.describe(run, "train", examples), options.train_batch_size, num_train_steps)
+               _describe(run, hooks, "train", examples), options.train_batch_size,
+               num_train_steps)
   best = evaluate = eval_dataset = None
   if options.eval_every_steps:
     best = checkpoint_keeper.BestCheckpoint(
         options.output_dir, options.best_metric or hooks.best_metric(run),
         options.eval_every_steps, options.early_stopping_patience)
-    eval_dataset = hooks.dataset(run, "eval", eval_examples)
+    eval_dataset = _dataset(run, hooks, "eval", eval_examples)
     logging.info("Evaluating %s every %d steps, keeping the best checkpoint by %s (%s is "
-                 "better)%s", hooks.describe(run, "eval", eval_examples),
+                 "better)%s", _describe(run, hooks, "eval", eval_examples),
                  options.eval_every_steps, best.metric,
                  "lower" if checkpoint_keeper.lower_is_better(best.metric) else "higher",
                  "; early stopping after %d evaluations without improvement" %
@@ -462,16 +521,16 @@ def _eval_metrics(run, hooks, examples, dataset):
     result, outputs = run.trainer.evaluate(dataset, hooks.max_eval_steps), None
   if not run.trainer.chief:
     return None
-  return hooks.postprocess_eval(run, examples, result, outputs)
+  return hooks.postprocess_eval(run, examples, result, outputs, run.records["eval"])
 
 
 def _evaluate(run, hooks, examples, dataset=None):
   """The final evaluation, on `dataset` when training already made it (its records are
   written once)."""
   if dataset is None:
-    dataset = hooks.dataset(run, "eval", examples)
+    dataset = _dataset(run, hooks, "eval", examples)
   logging.info("***** Running evaluation: %s, batch %d%s *****",
-               hooks.describe(run, "eval", examples), run.options.eval_batch_size,
+               _describe(run, hooks, "eval", examples), run.options.eval_batch_size,
                ", %d steps" % hooks.max_eval_steps if hooks.max_eval_steps else "")
   result = _eval_metrics(run, hooks, examples, dataset)
   if result is None:
@@ -484,12 +543,23 @@ def _evaluate(run, hooks, examples, dataset=None):
 
 
 def _predict(run, hooks, examples):
-  dataset = hooks.dataset(run, "predict", examples)
+  dataset = _dataset(run, hooks, "predict", examples)
   logging.info("***** Running prediction: %s, batch %d *****",
-               hooks.describe(run, "predict", examples), run.options.predict_batch_size)
+               _describe(run, hooks, "predict", examples), run.options.predict_batch_size)
   outputs = run.trainer.predict(dataset)
   if run.trainer.chief:
-    hooks.postprocess_predict(run, examples, outputs)
+    hooks.postprocess_predict(run, examples, outputs, run.records["predict"])
+
+
+def _dataset(run, hooks, split, examples):
+  """`split`'s records written (record_files' Records kept on run.records) and what the
+  trainer reads of them."""
+  run.records[split] = hooks.record_files(run, split, examples)
+  return hooks.dataset(run, split, examples, run.records[split])
+
+
+def _describe(run, hooks, split, examples):
+  return hooks.describe(run, split, examples, run.records[split])
 
 
 def make_strategy(options):

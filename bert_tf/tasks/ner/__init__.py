@@ -1,10 +1,11 @@
 """Named entity recognition on CoNLL-2003 (paper section 5.3): data (CoNLL files, IOB1/IOB2
 schemes, the label list), labels (the labels and tag scheme of one run: --labels, the trained
 model's order, the files' tags), features (document windows, first-piece labels, max-context
-word predictions, a run's windows per split), model (TokenClassifierModel + NerTask, the
+word predictions), model (TokenClassifierModel + NerTask, the
 fine-tuning approach), feature_based (frozen BERT features cached on disk + a BiLSTM, the
 approach of Table 7), postprocess (conlleval scores and prediction files) and export (a
-SavedModel tagging raw text, imported on its own)."""
+SavedModel tagging raw text) and hooks (run_ner.py's TaskHooks of both approaches); the last
+two are imported on their own."""
 
 from bert_tf.tasks.ner.data import (
     DOCSTART,
@@ -23,7 +24,6 @@ from bert_tf.tasks.ner.data import (
 from bert_tf.tasks.ner.feature_based import REPRESENTATIONS
 from bert_tf.tasks.ner.features import (
     NerFeature,
-    RunWindows,
     convert_document,
     document_windows,
     encode_feature,

@@ -101,27 +101,3 @@ def word_predictions(features, scores, num_words):
       if word >= 0 and feature.is_max_context[position]:
         out[feature.doc_index][word] = rows[position]
   return out
-
-
-class RunWindows:
-  """The NerFeatures of each split of a run, made once: written as records, counted for the
-  training steps, and kept to read each word's prediction back from its windows.
-  `label_ids(document)`: its words' label ids (see document_windows)."""
-
-  def __init__(self, label_ids, max_seq_length, doc_stride):
-    self.label_ids, self.max_seq_length, self.doc_stride = label_ids, max_seq_length, doc_stride
-    self.of_split = {}
-
-  def of(self, split, documents, tokenizer):
-    """The windows of `split`'s `documents`, cut into pieces by `tokenizer` (on the first call
-    for `split`)."""
-    if split not in self.of_split:
-      self.of_split[split] = document_windows(documents, self.label_ids, tokenizer,
-                                              self.max_seq_length, self.doc_stride)
-    return self.of_split[split]
-
-  def word_scores(self, split, documents, scores):
-    """{doc_index: each word's row of `scores` ([windows, seq, ...]), from its max-context
-    window} of `split`'s `documents`."""
-    return word_predictions(self.of_split[split], scores,
-                            {i: len(d.words) for i, d in enumerate(documents)})

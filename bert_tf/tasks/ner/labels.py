@@ -16,7 +16,7 @@ import tensorflow as tf
 from bert_tf import checkpoints
 from bert_tf.checkpoints import head_labels, names, run_folder
 from bert_tf.errors import UserInputError
-from bert_tf.tasks.ner.data import detect_scheme, label_list, read_conll, to_iob2
+from bert_tf.tasks.ner.data import detect_scheme, label_list, to_iob2
 
 LABELS_FILE = "ner_labels.json"  # written by fine-tuning: its labels and tag scheme
 # What needs every sentence of a split's file tagged (the predict file may have no tags).
@@ -123,16 +123,6 @@ class RunLabels:
   def write(self, output_dir):
     """Writes `record` beside the model fine-tuned in `output_dir` (read by use_trained)."""
     run_folder.write_json(os.path.join(output_dir, LABELS_FILE), self.record(), sort_keys=False)
-
-  def read(self, path, split, output_dir):
-    """The documents of the file of a run's `split` ("train", "eval", "predict"), read from
-    `path`: the training file gives the labels (use_training_file), and every file's tags are
-    checked against them."""
-    documents = read_conll(path)
-    if split == "train":
-      self.use_training_file(path, documents, output_dir)
-    self.check_tags(path, documents, NEEDS_TAGS.get(split))
-    return documents
 
   def use_training_file(self, path, documents, output_dir):
     """The training file's scheme and labels (--labels if given); a run resuming in

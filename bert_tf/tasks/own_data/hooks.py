@@ -22,9 +22,8 @@ class OwnDataHooks(WindowHooks):
   the run (bert_tf/tasks/own_data), long texts as windows with --long_document=windows (a
   multi-label run pools each label's logit).
 
-  What the hooks derive from the files (the rows, the schema) is read on first use by
-  whichever hook needs it and memoized: a cache of values fixed by the flags and options, the
-  same whichever asks first."""
+  The schema (problem type, labels, class weights, presence label) is decided when the hooks
+  are built, from the training file or the trained model, as every later hook reads it."""
 
   eval_with_predictions = True  # the metrics need each row's prediction
   trained_by = "problem_type"
@@ -38,9 +37,12 @@ class OwnDataHooks(WindowHooks):
     self.columns = columns
     own_data_files.check_distinct_columns(columns)
     self.given = own_data_files.from_flag(f.labels)
-    self.memo = {}
+    self.check_files(options)
+    self._schema = self.read_schema()
 
-  def check(self, options):
+  def check_files(self, options):
+    """The files each action needs are given, in a format read from their extension, and the
+    file flags are in range (before the schema is read from them)."""
     for split, action in runner.SPLITS:
       path = getattr(self.flags, self.FILES[split])
       if getattr(options, action) and not path:
@@ -52,8 +54,8 @@ class OwnDataHooks(WindowHooks):
       raise UserInputError("--threshold=%s must be between 0 and 1." % self.flags.threshold)
     if not self.flags.label_delimiter:
       raise UserInputError("--label_delimiter must not be empty; pass e.g. --label_delimiter='|'.")
-    if not options.do_train:  # fails now when there are no labels to predict with
-      self.schema()
+
+  def check(self, options):
     problem = self.window_problem()
     glue_windows.check_flags(self.flags, options, "this run", self.columns.text_b is not None,
                              problem == "regression", problem == "multi_label")
@@ -99,24 +101,23 @@ class OwnDataHooks(WindowHooks):
     return getattr(self.flags, self.FILES[split])
 
   def rows(self, split):
-    """The rows of the split's file, labels as the file holds them (memoized)."""
-    if split not in self.memo:
-      self.memo[split] = own_data_files.read_rows(
-          self.path(split), self.columns, "--" + self.FILES[split], split != "predict")
-    return self.memo[split]
+    """The rows of the split's file, labels as the file holds them."""
+    return own_data_files.read_rows(self.path(split), self.columns, "--" + self.FILES[split],
+                                    split != "predict")
+
+  def read_schema(self):
+    """Problem type, labels and class weights: the training file's, or the trained model's
+    (a run that does not train fails here when there are no labels to predict with)."""
+    f, o, pair = self.flags, self.options, self.columns.text_b is not None
+    if o.do_train:
+      return own_labels.from_training(self.path("train"), self.rows("train"), f.problem_type,
+                                      self.given, f.label_delimiter, f.class_weights, pair)
+    return own_labels.from_trained(o.output_dir, o.init_checkpoint, f.problem_type, self.given,
+                                   pair)
 
   def schema(self):
-    """Problem type, labels and class weights: the training file's, or the trained model's
-    (memoized)."""
-    if "schema" not in self.memo:
-      f, o, pair = self.flags, self.options, self.columns.text_b is not None
-      self.memo["schema"] = (
-          own_labels.from_training(self.path("train"), self.rows("train"), f.problem_type,
-                                   self.given, f.label_delimiter, f.class_weights, pair)
-          if o.do_train else
-          own_labels.from_trained(o.output_dir, o.init_checkpoint, f.problem_type,
-                                  self.given, pair))
-    return self.memo["schema"]
+    """The run's schema, decided when the hooks were built."""
+    return self._schema
 
   def read_examples(self, run, split):
     rows, schema = self.rows(split), self.schema()

@@ -2,7 +2,8 @@
 JSON files), features (windows and the record layout), model (SquadModel + SquadTask),
 postprocess (n-best spans and prediction files), metrics (the official evaluation) and
 export (a SavedModel answering raw text, on graph_features' windows and graph_postprocess'
-best spans; the three are imported on their own)."""
+best spans; the three are imported on their own), and hooks (run_squad.py's TaskHooks,
+imported on its own: it imports the runner)."""
 
 from bert_tf.tasks.squad.data import (
     WHITESPACE_CODE_POINTS,
