@@ -235,6 +235,23 @@ def test_prepare_checks_before_creating_anything(tmp_path):
   assert run.output_path("x") == str(tmp_path / "out" / "x")
 
 
+class _RefusingHooks(runner.TaskHooks):
+  def read_examples(self, run, split):
+    raise UserInputError("a refused run")
+
+
+def test_a_run_refused_after_the_lock_leaves_no_lock_in_the_process(tmp_path):
+  """run_task releases --output_dir's lock however the run ends, so a second run in the same
+  process (a notebook, a shared test process) finds the folder free."""
+  options = runner.RunOptions(bert_config_file=TINY_CONFIG, vocab_file=VOCAB_UNCASED,
+                              init_checkpoint=TINY_CKPT, output_dir=str(tmp_path / "out"),
+                              max_seq_length=32, do_train=True, train_batch_size=4)
+  for _ in range(2):
+    with pytest.raises(UserInputError, match="a refused run"):
+      runner.run_task(options, _RefusingHooks(None, options))
+    assert not (tmp_path / "out" / ".bert_tf.lock").exists()
+
+
 MODEL = ["--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
          "--init_checkpoint=%s" % TINY_CKPT]
 RUNNERS = {

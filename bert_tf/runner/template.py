@@ -51,6 +51,7 @@ class Run:
   trainer: Optional[training.Trainer] = None
   # split -> the Records its record_files returned (set by the template only).
   records: dict = dataclasses.field(default_factory=dict)
+  lock: Optional[str] = None  # the lock file on --output_dir, released when the run ends
 
   def output_path(self, name):
     return os.path.join(self.options.output_dir, name)
@@ -240,8 +241,17 @@ def main(hooks_class, script, required_flags):
 
 
 def run_task(options, hooks):
-  """The run of a runner: every check, then train, evaluate, predict and export as asked."""
+  """The run of a runner: every check, then train, evaluate, predict and export as asked. The
+  lock on --output_dir is released when the run ends, however it ends (a process that runs
+  several, such as a notebook or a test, leaves no lock behind a refused one)."""
   run = prepare(options, hooks)
+  try:
+    _run_steps(run, options, hooks)
+  finally:
+    run_lock.release(run.lock)
+
+
+def _run_steps(run, options, hooks):
   _check_best_record(options)
   if options.do_train:
     check_no_stale_checkpoints(options.output_dir, distribution.worker_name(run.strategy))
@@ -427,9 +437,9 @@ def prepare(options, hooks):
     checks.check_init_checkpoint(options.init_checkpoint)
     checks.check_causal_attention(options.init_checkpoint, config, options.bert_config_file)
   run_folder.make_output_dir(options.output_dir)
-  run_lock.acquire(options.output_dir, distribution.worker_name(strategy))
+  lock = run_lock.acquire(options.output_dir, distribution.worker_name(strategy))
   keras.utils.set_random_seed(options.shuffle_seed)  # weight init and dropout; after device setup
-  return Run(options, config, strategy, tokenizer)
+  return Run(options, config, strategy, tokenizer, lock=lock)
 
 
 def _warn_if_slow_precision(options):
