@@ -35,7 +35,14 @@ from absl import flags
 import numpy as np
 
 from benchmarks import common, timing
-from benchmarks.reuters import TOPICS, read_reuters, scores, training_seconds, write_jsonl
+from benchmarks.reuters import (
+  TOPICS,
+  define_data_flags,
+  read_reuters,
+  scores,
+  training_seconds,
+  write_jsonl,
+)
 from bert_tf.utils import cli
 
 FLAGS = flags.FLAGS
@@ -43,9 +50,7 @@ FLAGS = flags.FLAGS
 SETTINGS = {"grain": (("grain",), False, 4.0, 32), "grain_balanced": (("grain",), True, 1.0, 16),
             "corn": (("corn",), False, 4.0, 32), "multi": (TOPICS, False, 4.0, 32)}
 RULES = ("truncate", "first", "document", "window")
-flags.DEFINE_string("reuters_train", None, "Reuters-21578 ModApte training TSV (header "
-                    "`grain corn text`, one article a row).")
-flags.DEFINE_string("reuters_test", None, "The ModApte test TSV (same columns).")
+define_data_flags()
 flags.DEFINE_string("model_dir", None, "The model to fine-tune: a Google release or an HF BERT "
                     "folder (vocab.txt and bert_config.json or config.json).")
 flags.DEFINE_string("output_dir", None, "Where the data, the runs and the export go.")

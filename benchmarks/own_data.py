@@ -35,13 +35,18 @@ import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import app, flags
 
 from benchmarks import common, peers
-from benchmarks.reuters import TOPICS, read_reuters, scores, training_seconds, write_jsonl
+from benchmarks.reuters import (
+  TOPICS,
+  define_data_flags,
+  read_reuters,
+  scores,
+  training_seconds,
+  write_jsonl,
+)
 
 FLAGS = flags.FLAGS
 RUNS = ("multi", "hf", "grain", "corn", "corn_balanced")
-flags.DEFINE_string("reuters_train", None, "Reuters-21578 ModApte training TSV (header "
-                    "`grain corn text`, one document a row).")
-flags.DEFINE_string("reuters_test", None, "The ModApte test TSV (same columns).")
+define_data_flags()
 flags.DEFINE_string("model_dir", None, "HF BERT folder (config.json, vocab.txt, weights) given "
                     "to run_classifier as --init_checkpoint and to transformers.")
 flags.DEFINE_string("work_dir", None, "Folder for the data files and each run's output and log.")

@@ -1,13 +1,23 @@
 """Reuters-21578 ModApte files for the benchmarks that fine-tune on real text (own_data,
 long_documents): reading the TSVs, writing JSONL inputs, scoring a topic, and reading a
-run_classifier log's training time. No flags, so that benchmarks can share it."""
+run_classifier log's training time. It defines flags only when asked (`define_data_flags`),
+so that every benchmark can import it."""
 
 import json
 import os
 import re
 import sys
 
+from absl import flags
+
 TOPICS = ("grain", "corn")
+
+
+def define_data_flags():
+  """--reuters_train and --reuters_test, the ModApte files a benchmark reads."""
+  flags.DEFINE_string("reuters_train", None, "Reuters-21578 ModApte training TSV (header "
+                      "`grain corn text`, one article a row).")
+  flags.DEFINE_string("reuters_test", None, "The ModApte test TSV (same columns).")
 
 
 def read_reuters(path):
