@@ -143,19 +143,6 @@ def printed_json(result):
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def run_serving_script(body, folder, saved_models, args, timeout=120):
-  """Only for tests/test_classifier_windows.py's program in a string, until helper A's change
-  (issue 41) makes it a module of tests/programs/ like the others; then delete this. `body`
-  after the preamble of serving.py's arguments_and_models, run by run_script(isolated=True)."""
-  script = folder / "serving_script.py"
-  script.write_text("import json, sys\nsys.path.insert(0, %r)\n"
-                    "from serving import arguments_and_models, tf\n"
-                    "args, models = arguments_and_models()\n" % os.path.join(ROOT, PROGRAMS)
-                    + body)
-  return printed_json(run_script(str(script), json.dumps(args), *map(str, saved_models),
-                                 isolated=True, cwd=folder, timeout=timeout))
-
-
 def call_concurrently(call, inputs, repeats=3):
   """`call(*inputs[i])` `repeats` times in thread i, all threads released together (the
   race a server sees); the results per input. Any thread's exception fails the test."""

@@ -19,11 +19,13 @@ from bert_tf.tasks.glue import model as glue_model
 from bert_tf.tasks.glue import windows
 from helpers import (
   FIXTURES,
+  PROGRAMS,
   TINY_CKPT,
   TINY_CONFIG,
   VOCAB_UNCASED,
   assert_float32_close,
-  run_serving_script,
+  printed_json,
+  run_script,
   tiny_config,
 )
 
@@ -295,13 +297,6 @@ def _results(path):
   return {k: float(v) for k, v in (line.split(" = ") for line in path.read_text().splitlines())}
 
 
-_SERVE = """
-out = models[0].signatures["serving_default"](text_a=tf.constant(args["a"]),
-                                               text_b=tf.constant(args["b"]))
-print(json.dumps(out["probabilities"].numpy().tolist()))
-"""
-
-
 @pytest.fixture(scope="module")
 def windows_run(tmp_path_factory, script_session):
   """One windows run (stride 12, --window_training=window) trained one epoch, evaluated,
@@ -365,8 +360,10 @@ def test_windows_through_run_classifier_and_its_export(windows_run, tmp_path, to
   meta = json.loads((export_dir / "assets.extra" / "bert_tf_export.json").read_text())
   assert (meta["long_document"], meta["doc_stride"], meta["window_pooling"]) == (
       "windows", 12, "mean")
-  served = run_serving_script(_SERVE, tmp_path, [export_dir], {
-      "a": [e.text_a for e in examples], "b": [e.text_b for e in examples]})
+  served = printed_json(run_script(
+      PROGRAMS + "serve_pair_probabilities.py",
+      json.dumps({"a": [e.text_a for e in examples], "b": [e.text_b for e in examples]}),
+      export_dir, isolated=True, cwd=tmp_path, timeout=120))
   assert_float32_close(np.array(served), probabilities, ulps=64)
 
 

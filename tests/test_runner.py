@@ -6,7 +6,6 @@ naming the flag or file, no traceback, and no feature file, checkpoint or export
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 
 from absl import flags
@@ -19,7 +18,14 @@ from bert_tf.checkpoints import checks
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.runner import shared_flags, template
-from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, tiny_config
+from helpers import (
+  FIXTURES,
+  TINY_CKPT,
+  TINY_CONFIG,
+  VOCAB_UNCASED,
+  run_script,
+  tiny_config,
+)
 
 
 def _parsed(define, *args):
@@ -265,9 +271,8 @@ RUNNERS = {
 
 def _run(script, tmp_path, *args):
   out = tmp_path / "out"
-  result = subprocess.run([sys.executable, os.path.join(ROOT, script), *MODEL, *RUNNERS[script],
-                           "--output_dir=%s" % out, "--do_train", "--train_batch_size=4",
-                           *args], capture_output=True, text=True, timeout=300)
+  result = run_script(script, *MODEL, *RUNNERS[script], "--output_dir=%s" % out, "--do_train",
+                      "--train_batch_size=4", *args)
   written = sorted(p.name for p in out.iterdir()) if out.exists() else []
   return result, written
 
@@ -349,8 +354,7 @@ def test_the_scripts_share_the_model_checks(tmp_path):
   ]
   for script, args in scripts.items():
     for extra, message in cases:
-      result = subprocess.run([sys.executable, os.path.join(ROOT, script), *MODEL, *args, *extra],
-                              capture_output=True, text=True, timeout=300)
+      result = run_script(script, *MODEL, *args, *extra)
       assert result.returncode == 2, (script, result.stderr[-2000:])
       assert result.stderr.strip().splitlines()[-1].startswith(message), (script, result.stderr)
   assert sorted(p.name for p in tmp_path.iterdir()) == ["bert_config.json"]
