@@ -66,10 +66,12 @@ def _define_windows_flags(m):
   flags.DEFINE_enum(
       "window_pooling", None, list(glue_windows.POOLINGS),
       "With --long_document=windows: how an example's prediction combines its windows' logits: "
-      "their mean, their max per label, or any: the window least likely to be the first label "
-      "decides (a yes/no task with no first, such as a topic: yes when any window says yes; "
-      "multi_label: a label is predicted when any window predicts it, the max of each label's "
-      "logit) (default %s; multi_label: any)." % glue_windows.DEFAULT_POOLING, module_name=m)
+      "their mean, their max per label, or any: the window least likely to be the 'no' label "
+      "decides (a yes/no task such as a topic: yes when any window says yes; the 'no' is the "
+      "first label, or on your own files the label holding at least 80%% of a two-label "
+      "training file's rows; multi_label: a label is predicted when any window predicts it, "
+      "the max of each label's logit) (default %s; any for multi_label and for your own "
+      "two-label files with such a label)." % glue_windows.DEFAULT_POOLING, module_name=m)
 
 
 def _define_own_data_flags(m):
