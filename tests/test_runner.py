@@ -95,7 +95,7 @@ def test_shared_flags_default_to_the_options_defaults():
 
 def test_task_flags_are_the_modules_own_flags_read_once():
   values = flags.FlagValues()
-  shared_flags.define_eval_flags(flag_values=values)  # runner_flags' own, not this module's
+  shared_flags.define_eval_flags(flag_values=values)  # shared_flags' own, not this module's
   flags.DEFINE_integer("doc_stride", 128, "stride", flag_values=values)
   flags.DEFINE_list("labels", None, "labels", flag_values=values)
   values(["runner", "--doc_stride=64", "--labels=O,B-PER"])

@@ -105,7 +105,7 @@ class TaskHooks(metaclass=ReadOnlyOnceBuilt):
   max_eval_steps = None
 
   def __init__(self, task_flags, options):
-    """`task_flags`: the script's own flags (runner_flags.task_flags); `options`: the
+    """`task_flags`: the script's own flags (shared_flags.task_flags); `options`: the
     RunOptions. A subclass derives its configuration from both here."""
     del options  # a subclass derives what it needs of them
     self.flags = task_flags
