@@ -70,7 +70,7 @@ def training_seconds(log_path):
       line = line.rsplit("\r", 1)[-1]
       if "***** Running training" in line:
         start = log_seconds(line)
-      elif start is not None and re.search(r"training\.py:\d+\] step \d+:", line):
+      elif start is not None and re.search(r"\] step \d+: loss", line):
         end = log_seconds(line)
   if start is None or end is None:
     return None

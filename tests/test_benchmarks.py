@@ -253,3 +253,17 @@ def test_peer_python_has_the_peers():
                       json.dumps({"modules": ["torch", "transformers", "onnxruntime"]}),
                       python=PEER_PYTHON, env={"PYTHONPATH": ROOT}, timeout=120)
   assert json.loads(result.stdout.splitlines()[-1]) == []
+
+
+def test_training_seconds_reads_the_runners_log_as_it_is_written(tmp_path):
+  """benchmarks/reuters.training_seconds on lines in the trainer's own format (the loop's
+  module was renamed once, and the benchmarks silently lost their training times): from the
+  'Running training' line to the last step line, across midnight too."""
+  from benchmarks import reuters
+  log = tmp_path / "run.log"
+  log.write_text(
+      "I1127 23:59:56.000000 1 template.py:465] ***** Running training: 8 examples *****\n"
+      "I1127 23:59:58.500000 1 trainer.py:360] step 1: loss 0.70, lr 1e-4\n"
+      "I1128 00:00:06.250000 1 trainer.py:360] step 2: loss 0.60, lr 5e-5\n"
+      "I1128 00:00:07.000000 1 trainer.py:388] Training done at step 2 (saved)\n")
+  assert reuters.training_seconds(str(log)) == pytest.approx(10.25)
