@@ -91,9 +91,12 @@ def imports(root, path, modules):
       if node.level:  # from . import x, from ..y import z
         parent = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1])
         base = f"{parent}.{base}" if base else parent
-      # `from package import module` imports the module; `from module import name`, the module.
+      # `from package import module` imports the module and runs the package's __init__ (so
+      # it counts as importing both); `from module import name` imports the module.
       targets = {f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules
                  else _known(base, modules) for alias in node.names}
+      if any(f"{base}.{alias.name}" in modules for alias in node.names):
+        targets.add(_known(base, modules))
     else:
       continue
     found += [(node.lineno, t) for t in sorted(targets - {None, me})]

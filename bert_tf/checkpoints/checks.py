@@ -13,7 +13,8 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf import tokenization
-from bert_tf.checkpoints import hf_files, run_folder
+import bert_tf.checkpoints.hf_files as hf_files
+import bert_tf.checkpoints.run_folder as run_folder
 from bert_tf.errors import UserInputError
 
 

@@ -9,7 +9,11 @@ import collections
 import os
 
 from bert_tf import checkpoints, tokenization
-from bert_tf.checkpoints import checks, hf_files, hf_state, names, run_folder
+import bert_tf.checkpoints.checks as checks
+import bert_tf.checkpoints.hf_files as hf_files
+import bert_tf.checkpoints.hf_state as hf_state
+import bert_tf.checkpoints.names as names
+import bert_tf.checkpoints.run_folder as run_folder
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 

@@ -17,7 +17,8 @@ from absl import logging
 import numpy as np
 
 from bert_tf import checkpoints
-from bert_tf.checkpoints import names, run_folder
+import bert_tf.checkpoints.names as names
+import bert_tf.checkpoints.run_folder as run_folder
 from bert_tf.errors import UserInputError
 
 _HF_DEFAULT_LABEL = re.compile(r"LABEL_\d+$")

@@ -14,7 +14,8 @@ import struct
 
 import numpy as np
 
-from bert_tf.checkpoints import hf_state, names
+import bert_tf.checkpoints.hf_state as hf_state
+import bert_tf.checkpoints.names as names
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 

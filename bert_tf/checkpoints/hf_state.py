@@ -27,7 +27,7 @@ import collections
 
 import numpy as np
 
-from bert_tf.checkpoints import names
+import bert_tf.checkpoints.names as names
 from bert_tf.errors import UserInputError
 
 

@@ -28,7 +28,7 @@ import os
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.checkpoints import hf_files
+import bert_tf.checkpoints.hf_files as hf_files
 from bert_tf.errors import UserInputError
 
 MODULES_NAME = "modules.json"

@@ -30,7 +30,8 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.checkpoints import hf_files, names
+import bert_tf.checkpoints.hf_files as hf_files
+import bert_tf.checkpoints.names as names
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError, io_reason
 

@@ -32,7 +32,8 @@ from bert_tf.checkpoints import checks, head_labels, run_folder
 from bert_tf.config import BertConfig
 from bert_tf.data import example_codec, input_pipeline
 from bert_tf.errors import Preempted, UserInputError
-from bert_tf.runner import run_lock, shared_flags
+import bert_tf.runner.run_lock as run_lock
+import bert_tf.runner.shared_flags as shared_flags
 from bert_tf.runner.shared_flags import RunOptions
 from bert_tf.training import checkpoint_keeper, distribution
 from bert_tf.utils import cli, cpu, precision

@@ -15,7 +15,9 @@ import tensorflow_text as tf_text
 
 from bert_tf import tokenization
 from bert_tf.errors import UserInputError
-from bert_tf.text import packing, tf_shims, unicode
+import bert_tf.text.packing as packing
+import bert_tf.text.tf_shims as tf_shims
+import bert_tf.text.unicode as unicode
 from bert_tf.text.unicode import char_class
 
 _MAX_WORD_CHARS = 200  # The original WordpieceTokenizer's max_input_chars_per_word.

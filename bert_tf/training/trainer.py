@@ -31,9 +31,9 @@ import tensorflow as tf
 from bert_tf import checkpoints
 from bert_tf.checkpoints import run_folder
 from bert_tf.errors import Preempted, UserInputError
-from bert_tf.training import checkpoint_keeper
-from bert_tf.training import preemption as preemption_lib
+import bert_tf.training.checkpoint_keeper as checkpoint_keeper
 from bert_tf.training.checkpoint_keeper import CheckpointKeeper
+import bert_tf.training.preemption as preemption_lib
 from bert_tf.utils.progress import Progress
 
 _LOSS_SCALE_PERIOD = 2000
