@@ -34,23 +34,15 @@ import bert_tf  # noqa: F401  (TensorFlow environment defaults)  # isort: skip
 from absl import flags
 import numpy as np
 
-from benchmarks import common, timing
-from benchmarks.reuters import (
-  TOPICS,
-  define_data_flags,
-  read_reuters,
-  scores,
-  training_seconds,
-  write_jsonl,
-)
+from benchmarks import common, reuters, timing
 from bert_tf.utils import cli
 
 FLAGS = flags.FLAGS
 # setting -> (topics, balanced, epochs, batch)
 SETTINGS = {"grain": (("grain",), False, 4.0, 32), "grain_balanced": (("grain",), True, 1.0, 16),
-            "corn": (("corn",), False, 4.0, 32), "multi": (TOPICS, False, 4.0, 32)}
+            "corn": (("corn",), False, 4.0, 32), "multi": (reuters.TOPICS, False, 4.0, 32)}
 RULES = ("truncate", "first", "document", "window")
-define_data_flags()
+reuters.define_data_flags()
 flags.DEFINE_string("model_dir", None, "The model to fine-tune: a Google release or an HF BERT "
                     "folder (vocab.txt and bert_config.json or config.json).")
 flags.DEFINE_string("output_dir", None, "Where the data, the runs and the export go.")
@@ -87,7 +79,7 @@ def write_data(folder, train, test):
       else:
         lines = [{"text": text, "label": topics[0] if marks[topics[0]] else "other"}
                  for text, marks in rows]
-      write_jsonl(os.path.join(folder, setting, split + ".jsonl"), lines)
+      reuters.write_jsonl(os.path.join(folder, setting, split + ".jsonl"), lines)
     gold[setting] = {t: [marks[t] for _, marks in test] for t in topics}
   return gold
 
@@ -132,8 +124,9 @@ def main(_):
                  if os.path.exists(os.path.join(model, n))), None)
   if config is None:
     sys.exit("--model_dir=%s has no bert_config.json or config.json." % model)
-  gold = write_data(os.path.join(FLAGS.output_dir, "data"), read_reuters(FLAGS.reuters_train),
-                    read_reuters(FLAGS.reuters_test))
+  gold = write_data(os.path.join(FLAGS.output_dir, "data"),
+                    reuters.read_reuters(FLAGS.reuters_train),
+                    reuters.read_reuters(FLAGS.reuters_test))
   report = common.Results("long_documents", {
       "max_seq_length": FLAGS.max_seq_length, "lr": FLAGS.learning_rate, "seed": FLAGS.seed,
       "model": os.path.basename(os.path.normpath(model))})
@@ -165,7 +158,7 @@ def main(_):
                                "--num_train_epochs=%r" % epochs], log)
       add_row(report, "%s %s" % (setting, rule),
               predicted(os.path.join(out, "predictions.jsonl"), topics), gold[setting],
-              training_seconds(log), {"epochs": epochs, "batch": batch,
+              reuters.training_seconds(log), {"epochs": epochs, "batch": batch,
                                       "windows": windows_count(log)})
       for pooling in FLAGS.poolings if windows else ():
         again = out + "_" + pooling
@@ -184,7 +177,7 @@ def main(_):
 def add_row(report, row, guessed, gold, seconds, settings):
   figures = {}
   for topic, truth in gold.items():
-    f1, accuracy = scores(truth, guessed[topic])
+    f1, accuracy = reuters.scores(truth, guessed[topic])
     figures["F1 " + topic] = (f1, "")
     figures["accuracy " + topic] = (accuracy, "")
   figures["training"] = (seconds, "s")
@@ -202,7 +195,7 @@ def time_requests(report, out, args):
   requests = [" ".join(words[:int(n)]) for n in FLAGS.request_words]
   folder = os.path.join(FLAGS.output_dir, "requests")
   os.makedirs(folder, exist_ok=True)
-  write_jsonl(os.path.join(folder, "requests.jsonl"), [{"text": r} for r in requests])
+  reuters.write_jsonl(os.path.join(folder, "requests.jsonl"), [{"text": r} for r in requests])
   export_dir = os.path.join(FLAGS.output_dir, "export")
   runner_args = [a for a in args if not a.startswith(("--predict_file=", "--output_dir="))]
   run_classifier(runner_args + ["--predict_file=%s/requests.jsonl" % folder, "--output_dir=" + out,

@@ -3,7 +3,7 @@
 import bert_tf  # noqa: F401  (sets TensorFlow environment defaults before TF loads)  # isort: skip
 import pytest
 
-from helpers import TINY_DIR, VOCAB_UNCASED, ScriptSession
+from helpers import TINY, VOCAB_UNCASED, ScriptSession
 
 
 @pytest.fixture
@@ -11,7 +11,7 @@ def release_dir(tmp_path):
   """A Google-release-shaped folder (config, vocab, checkpoint) in a temp dir."""
   import shutil
   out = tmp_path / "uncased_L-2_H-32_A-4"
-  shutil.copytree(TINY_DIR, out)
+  shutil.copytree(TINY.dir, out)
   shutil.copy(VOCAB_UNCASED, out / "vocab.txt")
   return out
 

@@ -10,6 +10,7 @@ import pathlib
 import subprocess
 import sys
 import threading
+import typing
 
 import numpy as np
 import pytest
@@ -19,10 +20,19 @@ ROOT = os.path.dirname(TESTS)
 # The programs the tests run in a process of their own, from ROOT (run_script(PROGRAMS + name)).
 PROGRAMS = "tests/programs/"
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
-TINY_DIR = FIXTURES / "checkpoint" / "tiny_uncased_L-2_H-32_A-4"
-TINY_CKPT = str(TINY_DIR / "bert_model.ckpt")
-TINY_CONFIG = str(TINY_DIR / "bert_config.json")
 VOCAB_UNCASED = str(FIXTURES / "vocab_uncased.txt")
+
+
+class TinyModel(typing.NamedTuple):
+  """The tiny reference model's files in Google's release layout (its vocab is VOCAB_UNCASED):
+  2 layers, hidden 32."""
+  dir: pathlib.Path
+  ckpt: str
+  config: str
+
+
+_TINY_DIR = FIXTURES / "checkpoint" / "tiny_uncased_L-2_H-32_A-4"
+TINY = TinyModel(_TINY_DIR, str(_TINY_DIR / "bert_model.ckpt"), str(_TINY_DIR / "bert_config.json"))
 
 # Largest |difference| from float32 allowed to the inference precisions (bert_tf.utils.precision) on
 # real sentences, for the tiny model (hidden 32): bfloat16 keeps 8 bits of mantissa in every
@@ -56,7 +66,7 @@ def assert_float32_close(actual, expected, ulps=4, atol=0.0, err_msg=""):
 
 def tiny_config():
   from bert_tf.config import BertConfig
-  return BertConfig.from_json_file(TINY_CONFIG)
+  return BertConfig.from_json_file(TINY.config)
 
 
 def tiny_pretraining_model():
@@ -69,7 +79,7 @@ def tiny_pretraining_model():
   nsp = heads.NextSentenceHead(config, name="nsp")
   mlm.build()
   nsp.build()
-  checkpoints.load_checkpoint(TINY_CKPT, encoder, [mlm, nsp])
+  checkpoints.load_checkpoint(TINY.ckpt, encoder, [mlm, nsp])
   return encoder, mlm, nsp
 
 
@@ -89,7 +99,7 @@ def with_tiny_weights(model, head_scale):
   """Task `model` (on tiny_config()) with the tiny checkpoint's encoder and its heads drawn from
   N(0, head_scale): away from zero, so that its answers differ by row and mean something."""
   from bert_tf import checkpoints
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, model.encoder)
   for head in model.heads:
     for weight in head.weights:
       weight.assign(np.random.RandomState(1).normal(0, head_scale, weight.shape)

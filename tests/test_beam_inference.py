@@ -12,7 +12,7 @@ from bert_tf.errors import UserInputError
 from bert_tf.inference import beam_inference
 from bert_tf.utils import beam_options
 from helpers import (
-  TINY_CKPT,
+  TINY,
   VOCAB_UNCASED,
   ScriptSession,
   assert_float32_close,
@@ -180,7 +180,7 @@ def exports(tmp_path_factory):
       "swag": export_swag(root / "swag", with_weights(MultipleChoiceModel(
           tiny_config(), dynamic_length=True)), VOCAB_UNCASED, True, SEQ),
       "embedder": text_embedder_export.export_embedder(
-          text_embedder.build(TINY_CKPT, "mean", True, SEQ, True, vocab_file=VOCAB_UNCASED,
+          text_embedder.build(TINY.ckpt, "mean", True, SEQ, True, vocab_file=VOCAB_UNCASED,
                               config=tiny_config()), root / "embedder"),
   }
   return {kind: str(path) for kind, path in made.items()}

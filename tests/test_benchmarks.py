@@ -22,7 +22,7 @@ import os
 
 import pytest
 
-from helpers import PROGRAMS, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
+from helpers import PROGRAMS, ROOT, TINY, VOCAB_UNCASED, run_script
 
 PEER_PYTHON = os.environ.get("BERT_TF_PEER_PYTHON")
 NO_PEER = "no peer Python: set BERT_TF_PEER_PYTHON to one with torch, transformers, " \
@@ -46,7 +46,7 @@ def _classifier_checkpoint(folder):
   import numpy as np
 
   from bert_tf import checkpoints
-  _, variables = checkpoints.read_variables(TINY_CKPT)
+  _, variables = checkpoints.read_variables(TINY.ckpt)
   variables = {n: v for n, v in variables.items() if n.startswith("bert/")}
   rng = np.random.default_rng(0)
   variables["output_weights"] = rng.normal(0, 0.5, (2, 32)).astype(np.float32)
@@ -66,7 +66,7 @@ def _plan(tmp):
            for i in range(12)]
   peer = ["--hf_python=" + PEER_PYTHON, "--ort_python=" + PEER_PYTHON] if PEER_PYTHON else []
   hf_peer = peer[:1]
-  tiny = ["--bert_config_file=" + TINY_CONFIG]
+  tiny = ["--bert_config_file=" + TINY.config]
   return [
       ("encoder_throughput", "encoder_throughput", tiny + peer + [
           "--batch_size=2", "--seq_length=16", "--iterations=1", "--matmul_size=64",
@@ -90,7 +90,7 @@ def _plan(tmp):
           "--reuters_train=" + _reuters(tmp / "train.tsv", texts[:4]),
           "--reuters_test=" + _reuters(tmp / "test.tsv", texts)]),
       ("precision_accuracy", "precision_accuracy", [
-          "--checkpoint=" + _classifier_checkpoint(tmp), "--bert_config_file=" + TINY_CONFIG,
+          "--checkpoint=" + _classifier_checkpoint(tmp), "--bert_config_file=" + TINY.config,
           "--vocab_file=" + VOCAB_UNCASED, "--test_file=%s" % (tmp / "reuters" / "dev.tsv"),
           "--precisions=float32,int8", "--max_seq_length=16", "--batch_size=4"]),
       ("serving_latency", "serving_latency", tiny + peer + [

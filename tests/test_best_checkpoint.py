@@ -12,7 +12,7 @@ from bert_tf.errors import UserInputError
 from bert_tf.runner.shared_flags import RunOptions
 from bert_tf.training import checkpoint_keeper
 from bert_tf.training.checkpoint_keeper import BestCheckpoint, CheckpointKeeper
-from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
+from helpers import TINY, VOCAB_UNCASED, run_script
 
 
 def _saved(folder, *steps):
@@ -258,7 +258,7 @@ def test_a_signal_during_the_last_evaluation_stops_the_run_as_the_log_says(tmp_p
               "next_sentence_labels": tf.zeros([2, 1], tf.int32)}
   trainer = training.Trainer(
       tf.distribute.OneDeviceStrategy("/cpu:0"),
-      PretrainingTask(BertConfig.from_json_file(TINY_CONFIG)), str(tmp_path),
+      PretrainingTask(BertConfig.from_json_file(TINY.config)), str(tmp_path),
       lambda names: optimization.create_optimizer(1e-3, 1, 0, names))
 
   def evaluate():
@@ -324,11 +324,11 @@ def test_the_best_step_is_kept_used_for_every_output_and_early_stopping_ends_the
   dev = _csv(tmp_path / "dev.csv", [(t, l if i % 3 else _FLIP[l]) for i, (t, l) in
                                     enumerate(_ROWS)])
   out, export = tmp_path / "out", tmp_path / "export"
-  common = ["--vocab_file=" + VOCAB_UNCASED, "--bert_config_file=" + TINY_CONFIG,
+  common = ["--vocab_file=" + VOCAB_UNCASED, "--bert_config_file=" + TINY.config,
             "--max_seq_length=16", "--eval_file=" + dev, "--predict_file=" + dev,
             "--eval_batch_size=24", "--predict_batch_size=24"]
   command = common + [
-      "--train_file=" + train, "--init_checkpoint=" + TINY_CKPT, "--train_batch_size=8",
+      "--train_file=" + train, "--init_checkpoint=" + TINY.ckpt, "--train_batch_size=8",
       "--num_train_epochs=10", "--learning_rate=1e-2", "--warmup_proportion=0", "--do_train",
       "--do_eval", "--do_predict", "--eval_every_steps=3", "--best_metric=eval_loss",
       "--early_stopping_patience=2", "--keep_checkpoint_max=1", "--output_dir=%s" % out,

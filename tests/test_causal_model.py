@@ -8,7 +8,7 @@ import pytest
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
-from helpers import TINY_CONFIG, tiny_config
+from helpers import TINY, tiny_config
 
 
 def _causal_config():
@@ -53,7 +53,7 @@ def test_causal_model_pools_the_last_real_token():
 
 
 def test_config_writes_the_field_only_when_true():
-  original = open(TINY_CONFIG).read()
+  original = open(TINY.config).read()
   assert "causal_attention" not in tiny_config().to_json_string()
   assert json.loads(tiny_config().to_json_string()) == json.loads(original)
   assert json.loads(_causal_config().to_json_string())["causal_attention"] is True

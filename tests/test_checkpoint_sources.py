@@ -13,7 +13,7 @@ from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
 from bert_tf.training.checkpoint_keeper import CheckpointKeeper
-from helpers import TINY_CKPT, TINY_DIR, damaged_copy, tiny_config
+from helpers import TINY, damaged_copy, tiny_config
 from test_hf_checkpoints import HF_CONFIG, make_hf_state, write_hf_folder
 
 
@@ -64,7 +64,7 @@ def test_hf_architecture_follows_the_heads():
 
 
 def test_open_source_reads_google_prefix_folder_and_hf_folder(tmp_path, release_dir):
-  prefix = checkpoints.open_source(TINY_CKPT)
+  prefix = checkpoints.open_source(TINY.ckpt)
   folder = checkpoints.open_source(release_dir)
   assert prefix.kind == folder.kind == "google" and len(prefix.shapes) == 46
   assert folder.config_file == str(release_dir / "bert_config.json")
@@ -77,7 +77,7 @@ def test_open_source_reads_google_prefix_folder_and_hf_folder(tmp_path, release_
 
 @pytest.mark.parametrize("how", ["truncated", "bit_flipped"])
 def test_damaged_checkpoint_is_one_line_naming_the_file(tmp_path, how):
-  path = damaged_copy(TINY_DIR, tmp_path / how, how)
+  path = damaged_copy(TINY.dir, tmp_path / how, how)
   with pytest.raises(UserInputError) as e:
     checkpoints.check_source(path)
   message = str(e.value)
@@ -86,8 +86,8 @@ def test_damaged_checkpoint_is_one_line_naming_the_file(tmp_path, how):
 
 
 def test_intact_checkpoint_passes_the_check():
-  source = checkpoints.check_source(TINY_CKPT)
-  assert source.path == TINY_CKPT
+  source = checkpoints.check_source(TINY.ckpt)
+  assert source.path == TINY.ckpt
 
 
 def test_hf_config_architectures_must_be_a_list(tmp_path):

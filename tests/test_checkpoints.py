@@ -8,7 +8,7 @@ from bert_tf import checkpoints, heads
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
-from helpers import FIXTURES, TINY_CKPT, tiny_config, tiny_pretraining_model
+from helpers import FIXTURES, TINY, tiny_config, tiny_pretraining_model
 
 
 def _read_all(path):
@@ -20,7 +20,7 @@ def _read_all(path):
 def test_round_trip_is_exact(tmp_path):
   encoder, mlm, nsp = tiny_pretraining_model()
   out = checkpoints.save_checkpoint(tmp_path / "export" / "bert_model.ckpt", encoder, [mlm, nsp])
-  original, written = _read_all(TINY_CKPT), _read_all(out)
+  original, written = _read_all(TINY.ckpt), _read_all(out)
   assert len(original) == 46 and sorted(original) == sorted(written)
   for name, (value, dtype) in original.items():
     assert written[name][1] == dtype
@@ -71,7 +71,7 @@ def test_absent_head_keeps_its_initialization_and_unused_heads_are_reported():
   head = heads.ClassificationHead(config, num_labels=2, name="classifier")
   head.build()
   before = head.output_weights.numpy()
-  report = checkpoints.load_checkpoint(TINY_CKPT, encoder, [head])
+  report = checkpoints.load_checkpoint(TINY.ckpt, encoder, [head])
   assert report.skipped_heads == ["classifier"]
   assert "cls/predictions/output_bias" in report.unused
   np.testing.assert_array_equal(head.output_weights, before)
@@ -81,7 +81,7 @@ def test_mismatches_are_listed_together_in_one_error():
   config = BertConfig.from_dict(dict(tiny_config().to_dict(), num_hidden_layers=3,
                                      intermediate_size=48))
   with pytest.raises(UserInputError) as err:
-    checkpoints.load_checkpoint(TINY_CKPT, BertModel(config))
+    checkpoints.load_checkpoint(TINY.ckpt, BertModel(config))
   message = str(err.value)
   assert "missing from the checkpoint (16)" in message
   assert "bert/encoder/layer_2/attention/self/query/kernel" in message
@@ -95,8 +95,8 @@ def test_unexpected_encoder_variables_are_an_error_unless_not_strict():
   config = BertConfig.from_dict(dict(tiny_config().to_dict(), num_hidden_layers=1))
   encoder = BertModel(config)
   with pytest.raises(UserInputError, match=r"in the checkpoint but not in the model \(16\)"):
-    checkpoints.load_checkpoint(TINY_CKPT, encoder)
-  report = checkpoints.load_checkpoint(TINY_CKPT, encoder, strict=False)
+    checkpoints.load_checkpoint(TINY.ckpt, encoder)
+  report = checkpoints.load_checkpoint(TINY.ckpt, encoder, strict=False)
   assert "bert/encoder/layer_1/output/dense/kernel" in report.unused
 
 

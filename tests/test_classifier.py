@@ -11,15 +11,7 @@ from bert_tf import tokenization
 from bert_tf.data import example_codec
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
-from helpers import (
-  FIXTURES,
-  PROGRAMS,
-  TINY_CKPT,
-  TINY_CONFIG,
-  VOCAB_UNCASED,
-  printed_json,
-  run_script,
-)
+from helpers import FIXTURES, PROGRAMS, TINY, VOCAB_UNCASED, printed_json, run_script
 
 DATA = FIXTURES / "classifier_data"
 
@@ -122,7 +114,7 @@ def _run(*args):
 
 def _common(data_dir, output_dir, *extra):
   return ["--task_name=MRPC", "--data_dir=%s" % data_dir, "--vocab_file=%s" % VOCAB_UNCASED,
-          "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+          "--bert_config_file=%s" % TINY.config, "--init_checkpoint=%s" % TINY.ckpt,
           "--max_seq_length=32", "--output_dir=%s" % output_dir, *extra]
 
 
@@ -183,7 +175,7 @@ def test_regression_task_and_unknown_task(tmp_path):
 @pytest.mark.slow
 def test_checkpoint_of_another_config_is_a_clear_error(tmp_path):
   wide = tmp_path / "config.json"
-  wide.write_text(open(TINY_CONFIG).read().replace('"intermediate_size": 64',
+  wide.write_text(open(TINY.config).read().replace('"intermediate_size": 64',
                                                    '"intermediate_size": 48'))
   args = _common(DATA / "MRPC", tmp_path / "out", "--do_train", "--train_batch_size=4")
   args = [a for a in args if not a.startswith("--bert_config_file")] + [

@@ -20,8 +20,7 @@ from bert_tf.tasks.glue import windows
 from helpers import (
   FIXTURES,
   PROGRAMS,
-  TINY_CKPT,
-  TINY_CONFIG,
+  TINY,
   VOCAB_UNCASED,
   assert_float32_close,
   printed_json,
@@ -288,7 +287,7 @@ def _args(data, output_dir, *extra, training="window"):
   leave it to its default)."""
   rule = ["--window_training=" + training] if training else []
   return ["--task_name=MRPC", "--data_dir=%s" % data, "--vocab_file=%s" % VOCAB_UNCASED,
-          "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+          "--bert_config_file=%s" % TINY.config, "--init_checkpoint=%s" % TINY.ckpt,
           "--max_seq_length=32", "--output_dir=%s" % output_dir, "--long_document=windows",
           *rule, *extra]
 
@@ -641,7 +640,7 @@ def test_regression_windows_evaluate_and_predict_by_max(tmp_path, script_session
   data = _sts_b(tmp_path)
   done = script_session("run_classifier.py")(
       "--task_name=STS-B", "--data_dir=%s" % data, "--vocab_file=%s" % VOCAB_UNCASED,
-      "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+      "--bert_config_file=%s" % TINY.config, "--init_checkpoint=%s" % TINY.ckpt,
       "--max_seq_length=24", "--eval_batch_size=4", "--output_dir=%s" % (tmp_path / "out"),
       "--do_eval", "--do_predict", "--long_document=windows", "--doc_stride=5",
       "--window_pooling=max")

@@ -6,14 +6,14 @@ import pytest
 
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
-from helpers import TINY_CONFIG
+from helpers import TINY
 
 
 def test_reads_release_config_and_writes_the_same_text(tmp_path):
-  config = BertConfig.from_json_file(TINY_CONFIG)
+  config = BertConfig.from_json_file(TINY.config)
   assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads) == (32, 2, 4)
   assert config.initializer_range == 0.2 and config.head_size == 8
-  original_text = open(TINY_CONFIG).read().rstrip("\n") + "\n"
+  original_text = open(TINY.config).read().rstrip("\n") + "\n"
   assert config.to_json_string() == original_text
   out = tmp_path / "bert_config.json"
   out.write_text(config.to_json_string())
@@ -55,7 +55,7 @@ def test_malformed_json_names_the_file(tmp_path):
     ({"hiden_size": 32}, r"unknown field\(s\) hiden_size"),
 ])
 def test_bad_fields_name_file_and_field(tmp_path, change, message):
-  data = json.load(open(TINY_CONFIG))
+  data = json.load(open(TINY.config))
   data.update(change)
   path = _write(tmp_path, json.dumps(data))
   with pytest.raises(UserInputError, match=message) as err:

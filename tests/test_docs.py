@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-from helpers import PROGRAMS, ROOT, TINY_DIR, VOCAB_UNCASED, run_script
+from helpers import PROGRAMS, ROOT, TINY, VOCAB_UNCASED, run_script
 
 DOCS = ["README.md"] + sorted(os.path.relpath(p, ROOT)
                               for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
@@ -197,7 +197,7 @@ def workspace(tmp_path_factory):
     os.makedirs(paths[name])
   for cased in ("", "cased_"):  # the checks read the casing from the folder's name
     release = root / ("%s_L-2_H-32_A-4" % (cased.rstrip("_") or "uncased"))
-    shutil.copytree(TINY_DIR, release)
+    shutil.copytree(TINY.dir, release)
     shutil.copy(VOCAB_UNCASED, release / "vocab.txt")
     paths[cased + "release"] = str(release)
   from bert_tf.checkpoints import conversion

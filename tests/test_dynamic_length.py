@@ -15,7 +15,7 @@ from bert_tf.config import BertConfig
 from bert_tf.data import input_pipeline
 from bert_tf.modeling import longest_length, trim_to_longest
 from bert_tf.tasks import glue, pretraining, squad, swag
-from helpers import FIXTURES, PROGRAMS, TINY_CKPT, VOCAB_UNCASED, run_script, tiny_config
+from helpers import FIXTURES, PROGRAMS, TINY, VOCAB_UNCASED, run_script, tiny_config
 
 FORWARD = FIXTURES / "model_forward"
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
@@ -45,7 +45,7 @@ def test_pretraining_heads_from_a_padded_batch_equal_the_originals():
       {k[len("A.in."):]: v for k, v in ref.items() if k.startswith("A.in.")}))
   features["next_sentence_labels"] = features["next_sentence_labels"][:, None]
   model = pretraining.PretrainingModel(tiny_config(), dynamic_length=True)
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder, model.heads)
+  checkpoints.load_checkpoint(TINY.ckpt, model.encoder, model.heads)
   assert int(longest_length(features["input_mask"])) == 15  # 64 positions cut to 15
   out = model(features)
   np.testing.assert_allclose(out["masked_lm_log_probs"], ref["A.mlm_log_probs"], atol=1e-4)
@@ -59,8 +59,8 @@ def test_a_masked_position_past_the_real_tokens_is_kept():
               "masked_lm_positions": np.array([[1, 6]], np.int32)}
   fixed = pretraining.PretrainingModel(tiny_config())
   cut = pretraining.PretrainingModel(tiny_config(), dynamic_length=True)
-  checkpoints.load_checkpoint(TINY_CKPT, fixed.encoder, fixed.heads)
-  checkpoints.load_checkpoint(TINY_CKPT, cut.encoder, cut.heads)
+  checkpoints.load_checkpoint(TINY.ckpt, fixed.encoder, fixed.heads)
+  checkpoints.load_checkpoint(TINY.ckpt, cut.encoder, cut.heads)
   np.testing.assert_allclose(cut(features)["masked_lm_log_probs"],
                              fixed(features)["masked_lm_log_probs"], atol=1e-5)
 
@@ -68,7 +68,7 @@ def test_a_masked_position_past_the_real_tokens_is_kept():
 def test_classifier_logits_from_a_padded_batch_equal_the_originals():
   ref = np.load(FORWARD / "classifier_head_forward.npz")
   model = glue.ClassifierModel(tiny_config(), num_labels=3, dynamic_length=True)
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, model.encoder)
   checkpoints.load_checkpoint(FIXTURES / "checkpoint" / "classifier_head_3labels" / "head.ckpt",
                               heads=model.heads)
   features = _pad(input_pipeline.to_model_names(
@@ -108,7 +108,7 @@ def test_training_steps_on_a_padded_batch_equal_the_fixed_length_steps():
                                        length_bucket=16 if jit else 1)
     with strategy.scope():
       model = task.create_model()
-      checkpoints.load_checkpoint(TINY_CKPT, model.encoder, model.heads)
+      checkpoints.load_checkpoint(TINY.ckpt, model.encoder, model.heads)
       names = checkpoints.variable_map(model.encoder, model.heads)
       optimizer = optimization.create_optimizer(1e-3, 10, 2, names)
     step = training.TrainStep(strategy, task, model, optimizer, jit_compile=jit)
@@ -151,7 +151,7 @@ def test_run_classifier_cut_equals_padded_run(tmp_path):
         "run_classifier.py", "--task_name=MRPC",
         "--data_dir=%s" % (FIXTURES / "classifier_data" / "MRPC"),
         "--bert_config_file=%s" % NODROPOUT_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
-        "--init_checkpoint=%s" % TINY_CKPT, "--output_dir=%s" % out, "--max_seq_length=64",
+        "--init_checkpoint=%s" % TINY.ckpt, "--output_dir=%s" % out, "--max_seq_length=64",
         "--do_train", "--do_predict", "--train_batch_size=4", "--num_train_epochs=2",
         "--learning_rate=1e-3", "--iterations_per_loop=1", *extra)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -16,7 +16,7 @@ from bert_tf.tasks.glue.export import export_classifier
 from helpers import (
   FIXTURES,
   PROGRAMS,
-  TINY_CKPT,
+  TINY,
   VOCAB_UNCASED,
   assert_float32_close,
   call_concurrently,
@@ -47,7 +47,7 @@ EXPORT_ULPS = 32
 def model():
   """Cut to each request's longest sequence; the reference below runs at full SEQ."""
   model = glue.ClassifierModel(tiny_config(), num_labels=3, dynamic_length=True)
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, model.encoder)
   checkpoints.load_checkpoint(HEAD_CKPT, heads=model.heads)
   return model
 
@@ -226,7 +226,7 @@ def test_refuses_non_empty_export_dir_unless_overwrite(model, python_logits, tmp
 
 def test_regression_export(model, python_logits, tmp_path):
   regression = glue.ClassifierModel(tiny_config(), num_labels=1)
-  checkpoints.load_checkpoint(TINY_CKPT, regression.encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, regression.encoder)
   encoder, head = regression.encoder, regression.classifier
   with pytest.raises(UserInputError, match="num_labels=3"):
     export_classifier(tmp_path / "bad", model, VOCAB_UNCASED, True, SEQ, None, True)

@@ -21,7 +21,7 @@ from bert_tf.text import BertTextTokenizer
 from helpers import (
   FIXTURES,
   PROGRAMS,
-  TINY_CKPT,
+  TINY,
   VOCAB_UNCASED,
   call_concurrently,
   printed_json,
@@ -155,7 +155,7 @@ def reference_choice(windows, starts, ends, n_best_size, max_answer_length):
 def model():
   config = tiny_config()
   model = squad.SquadModel(config)
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, model.encoder)
   checkpoints.load_checkpoint(HEAD_CKPT, heads=model.heads)
   return model
 

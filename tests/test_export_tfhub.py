@@ -18,8 +18,7 @@ from bert_tf.text import packing as text_packing
 from helpers import (
   PRECISION_TOLERANCE,
   PROGRAMS,
-  TINY_CONFIG,
-  TINY_DIR,
+  TINY,
   VOCAB_UNCASED,
   printed_json,
   run_script,
@@ -42,7 +41,7 @@ def exports(tmp_path_factory):
   """Both exports written by the runner from a release-shaped copy, whose vocab is then deleted."""
   root = tmp_path_factory.mktemp("hub")
   release = root / "uncased_L-2_H-32_A-4"
-  shutil.copytree(TINY_DIR, release)
+  shutil.copytree(TINY.dir, release)
   shutil.copy(VOCAB_UNCASED, release / "vocab.txt")
   result = run_script("export_tfhub.py",
                       "--bert_config_file=%s" % (release / "bert_config.json"),
@@ -253,8 +252,8 @@ def test_pair_truncation_equals_round_robin_trimmer():
 
 def test_checks_before_writing(tmp_path):
   def run(**overrides):
-    args = dict(bert_config_file=TINY_CONFIG, vocab_file=VOCAB_UNCASED,
-                init_checkpoint=str(TINY_DIR / "bert_model.ckpt"), do_lower_case=True,
+    args = dict(bert_config_file=TINY.config, vocab_file=VOCAB_UNCASED,
+                init_checkpoint=str(TINY.dir / "bert_model.ckpt"), do_lower_case=True,
                 encoder_export_dir=str(tmp_path / "enc"),
                 preprocessor_export_dir=str(tmp_path / "pre"), seq_length=SEQ)
     args.update(overrides)
@@ -296,7 +295,7 @@ def test_int8_encoder_export_stays_close_to_float32(exports, tmp_path):
 
   from bert_tf import export
   encoder_dir, _ = tfhub.export_from_checkpoint(
-      TINY_CONFIG, VOCAB_UNCASED, str(TINY_DIR / "bert_model.ckpt"), True,
+      TINY.config, VOCAB_UNCASED, str(TINY.dir / "bert_model.ckpt"), True,
       str(tmp_path / "enc"), str(tmp_path / "pre"), seq_length=SEQ, with_mlm=True,
       inference_precision="int8")
   assert export.read_metadata(encoder_dir)["inference_precision"] == "int8"

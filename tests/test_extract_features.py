@@ -15,8 +15,7 @@ from helpers import (
   JSONL_ROUNDING,
   PRECISION_TOLERANCE,
   ROOT,
-  TINY_CKPT,
-  TINY_CONFIG,
+  TINY,
   VOCAB_UNCASED,
   assert_float32_close,
   run_script,
@@ -78,7 +77,7 @@ def test_packing_truncates_the_longer_side_and_b_on_ties():
 def test_output_values_are_the_encoder_layers(tmp_path):
   tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED)
   encoder = BertModel(tiny_config())
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, encoder)
   examples = [feature_extraction.InputExample(0, "Hello, world!", "The café is open."),
               feature_extraction.InputExample(1, "x " * 40),
               feature_extraction.InputExample(2, "")]
@@ -145,8 +144,8 @@ def test_command_line_writes_jsonl_and_reports_errors_cleanly(tmp_path):
   inputs = tmp_path / "input.txt"
   inputs.write_text("Who was Jim Henson ? ||| Jim Henson was a puppeteer\n")
   out = tmp_path / "features.jsonl"
-  common = ["--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
-            "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=16"]
+  common = ["--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY.config,
+            "--init_checkpoint=%s" % TINY.ckpt, "--max_seq_length=16"]
   result = run_script("extract_features.py", "--input_file=%s" % inputs,
                       "--output_file=%s" % out, "--layers=-1", *common)
   assert result.returncode == 0, result.stderr
@@ -184,7 +183,7 @@ def test_command_line_matches_the_original_scripts_output(tmp_path):
   result = run_script("extract_features.py",
                       "--input_file=%s" % os.path.join(golden_dir, "input.txt"),
                       "--output_file=%s" % out, "--vocab_file=%s" % VOCAB_UNCASED,
-                      "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+                      "--bert_config_file=%s" % TINY.config, "--init_checkpoint=%s" % TINY.ckpt,
                       "--do_lower_case=True", "--layers=-1,0,-2", "--max_seq_length=16",
                       "--batch_size=3")
   assert result.returncode == 0, result.stderr

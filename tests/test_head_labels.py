@@ -10,7 +10,7 @@ import pytest
 from bert_tf import checkpoints
 from bert_tf.checkpoints import conversion, head_labels, hf_files, run_folder
 from bert_tf.errors import UserInputError
-from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
+from helpers import TINY, VOCAB_UNCASED, run_script
 
 TRAINED = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 
@@ -25,7 +25,7 @@ def run_folder_with_ner_head(folder, labels=TRAINED, settings=None):
 def run_folder_with_head(folder, scope, num_rows, settings):
   """run_folder_with_ner_head's folder with the head `scope`output_weights/_bias ("" is
   run_classifier's) of `num_rows` rows and the recorded `settings`."""
-  _, variables = checkpoints.read_variables(TINY_CKPT)
+  _, variables = checkpoints.read_variables(TINY.ckpt)
   variables = {n: v for n, v in variables.items() if n.startswith("bert/")}  # the encoder
   rows = np.arange(num_rows, dtype=np.float32)
   variables[scope + "output_weights"] = np.repeat(rows[:, None], 32, axis=1)
@@ -71,7 +71,7 @@ def test_a_head_of_other_labels_is_refused_or_retrained(tmp_path):
 
 
 def test_a_checkpoint_without_the_head_or_a_record_is_read_as_it_is(tmp_path):
-  plain = head_labels.in_label_order(TINY_CKPT, "ner", TRAINED, training=False)
+  plain = head_labels.in_label_order(TINY.ckpt, "ner", TRAINED, training=False)
   assert "cls/ner/output_bias" not in plain.shapes
   prefix = run_folder_with_ner_head(tmp_path)
   (tmp_path / "training_state" / "settings.json").unlink()
@@ -81,7 +81,7 @@ def test_a_checkpoint_without_the_head_or_a_record_is_read_as_it_is(tmp_path):
 
 def test_hf_id2label_names_the_rows(tmp_path):
   prefix = run_folder_with_ner_head(tmp_path / "run")
-  conversion.convert_to_hf(tmp_path / "run", tmp_path / "hf", bert_config_file=TINY_CONFIG,
+  conversion.convert_to_hf(tmp_path / "run", tmp_path / "hf", bert_config_file=TINY.config,
                            vocab_file=VOCAB_UNCASED)
   config = json.loads((tmp_path / "hf" / "config.json").read_text())
   assert config["architectures"] == ["BertForTokenClassification"]
@@ -104,7 +104,7 @@ def test_hf_config_says_regression_for_a_regression_head(tmp_path):
   for name, rows, labels in (("stsb", 1, None), ("mrpc", 2, ["0", "1"])):
     run_folder_with_head(tmp_path / name, "", rows, {"task_name": name, "labels": labels})
     conversion.convert_to_hf(tmp_path / name, tmp_path / (name + "_hf"),
-                             bert_config_file=TINY_CONFIG, vocab_file=VOCAB_UNCASED)
+                             bert_config_file=TINY.config, vocab_file=VOCAB_UNCASED)
     written[name] = json.loads((tmp_path / (name + "_hf") / "config.json").read_text())
   assert written["stsb"]["architectures"] == ["BertForSequenceClassification"]
   assert written["stsb"]["problem_type"] == "regression"
@@ -170,7 +170,7 @@ def test_a_head_of_another_task_is_refused_or_retrained_even_with_the_same_label
 def test_an_hf_conversion_keeps_the_task_its_head_was_fine_tuned_for(tmp_path):
   from bert_tf.tasks import glue
   run_folder_with_head(tmp_path / "mrpc", "", 2, {"task_name": "mrpc", "labels": ["0", "1"]})
-  conversion.convert_to_hf(tmp_path / "mrpc", tmp_path / "hf", bert_config_file=TINY_CONFIG,
+  conversion.convert_to_hf(tmp_path / "mrpc", tmp_path / "hf", bert_config_file=TINY.config,
                            vocab_file=VOCAB_UNCASED)
   config = json.loads((tmp_path / "hf" / "config.json").read_text())
   assert config["finetuning_task"] == "mrpc"
@@ -187,7 +187,7 @@ def test_an_hf_conversion_keeps_the_task_its_head_was_fine_tuned_for(tmp_path):
 def test_conversion_takes_the_runs_casing_and_checks_its_vocab(tmp_path):
   run = tmp_path / "run"
   run_folder_with_ner_head(run, settings={"do_lower_case": False, "strip_accents": True})
-  shutil.copy(TINY_CONFIG, run / "bert_config.json")
+  shutil.copy(TINY.config, run / "bert_config.json")
   shutil.copy(VOCAB_UNCASED, run / "vocab.txt")
   result = run_script("convert_checkpoint.py", "--input=%s" % run, "--to=hf",
                       "--output_dir=%s" % (tmp_path / "hf"))
@@ -204,11 +204,11 @@ def test_conversion_takes_the_runs_casing_and_checks_its_vocab(tmp_path):
 def test_run_files_are_copied_and_never_replace_a_saved_states(tmp_path):
   out = tmp_path / "out"
   out.mkdir()
-  run_folder.keep_model_files(str(out), TINY_CONFIG, VOCAB_UNCASED)
-  assert (out / "bert_config.json").read_bytes() == open(TINY_CONFIG, "rb").read()
+  run_folder.keep_model_files(str(out), TINY.config, VOCAB_UNCASED)
+  assert (out / "bert_config.json").read_bytes() == open(TINY.config, "rb").read()
   assert (out / "vocab.txt").read_bytes() == open(VOCAB_UNCASED, "rb").read()
   other = tmp_path / "bert_config.json"
-  other.write_text(open(TINY_CONFIG).read().replace("32", "64"))
+  other.write_text(open(TINY.config).read().replace("32", "64"))
   run_folder.keep_model_files(str(out), str(other), VOCAB_UNCASED)  # no state yet: replaced
   assert (out / "bert_config.json").read_bytes() == other.read_bytes()
   state = run_folder_with_ner_head(tmp_path / "run")  # a folder with a saved state
@@ -216,6 +216,6 @@ def test_run_files_are_copied_and_never_replace_a_saved_states(tmp_path):
   (tmp_path / "run" / "training_state" / "checkpoint").write_text(
       'model_checkpoint_path: "ckpt-1"\n')
   assert run_folder.has_training_state(str(tmp_path / "run")), state
-  shutil.copy(TINY_CONFIG, tmp_path / "run" / "bert_config.json")
+  shutil.copy(TINY.config, tmp_path / "run" / "bert_config.json")
   run_folder.keep_model_files(str(tmp_path / "run"), str(other), VOCAB_UNCASED)
-  assert (tmp_path / "run" / "bert_config.json").read_bytes() == open(TINY_CONFIG, "rb").read()
+  assert (tmp_path / "run" / "bert_config.json").read_bytes() == open(TINY.config, "rb").read()

@@ -22,7 +22,7 @@ from bert_tf.checkpoints import conversion, hf_files
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
-from helpers import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, pretraining_model, run_script
+from helpers import FIXTURES, TINY, VOCAB_UNCASED, pretraining_model, run_script
 
 # Intermediate size differs from hidden size so a missed transpose cannot go unnoticed.
 HF_CONFIG = {"architectures": ["BertForPreTraining"], "model_type": "bert", "vocab_size": 30522,
@@ -255,13 +255,13 @@ def test_google_to_hf_to_google_is_bit_exact(release_dir, tmp_path):
                                                 max_position_embeddings=64)))
   assert "cls.predictions.decoder.weight" not in state  # tied, as transformers saves it
   prefix, _ = conversion.convert_to_google(tmp_path / "hf", tmp_path / "google")
-  original, back = _read_google(TINY_CKPT), _read_google(prefix)
+  original, back = _read_google(TINY.ckpt), _read_google(prefix)
   assert len(original) == 46 and list(original) == list(back)
   for name, value in original.items():
     assert back[name].dtype == value.dtype
     np.testing.assert_array_equal(back[name], value, err_msg=name)
   assert (BertConfig.from_json_file(str(tmp_path / "google" / "bert_config.json")) ==
-          BertConfig.from_json_file(TINY_CONFIG))
+          BertConfig.from_json_file(TINY.config))
 
 
 def test_older_hf_files_read_the_same(tmp_path):
@@ -353,7 +353,7 @@ def test_tiny_google_checkpoint_in_hf_computes_the_same(release_dir, tmp_path):
   state = safetensors.numpy.load_file(str(tmp_path / "hf" / "model.safetensors"))
   ids, mask, types = _inputs(seq=20)
   positions = np.array([[1, 3], [0, 9], [1, 2]], np.int32)
-  ours = _bert_tf_outputs(TINY_CKPT, TINY_CONFIG, ids, mask, types, positions)
+  ours = _bert_tf_outputs(TINY.ckpt, TINY.config, ids, mask, types, positions)
   reference = numpy_reference_forward(state, config, ids, mask, types)
   assert max(_max_diffs(ours, reference, mask, positions).values()) < 1e-5
 
@@ -474,14 +474,14 @@ def test_bad_google_inputs_are_clear_errors(release_dir, tmp_path):
   checkpoints.save_checkpoint(prefix, extra=strange)
   with pytest.raises(UserInputError, match="no Hugging Face equivalent for "
                                            "cls/other/output_weights"):
-    conversion.convert_to_hf(prefix, tmp_path / "c", bert_config_file=TINY_CONFIG,
+    conversion.convert_to_hf(prefix, tmp_path / "c", bert_config_file=TINY.config,
                                  vocab_file=VOCAB_UNCASED)
   (tmp_path / "d").mkdir()
   (tmp_path / "d" / "x").write_text("")
   with pytest.raises(UserInputError, match="is not an empty folder"):
     conversion.convert_to_hf(release_dir, tmp_path / "d")
   wide = tmp_path / "wide.json"
-  wide.write_text(open(TINY_CONFIG).read().replace('"hidden_size": 32', '"hidden_size": 64'))
+  wide.write_text(open(TINY.config).read().replace('"hidden_size": 32', '"hidden_size": 64'))
   with pytest.raises(UserInputError, match="shape mismatch bert/embeddings/word_embeddings"):
     conversion.convert_to_hf(release_dir, tmp_path / "e", bert_config_file=str(wide))
   assert not (tmp_path / "e").exists()
@@ -490,12 +490,12 @@ def test_bad_google_inputs_are_clear_errors(release_dir, tmp_path):
 def swag_run(folder):
   """A run_swag-like --output_dir: the tiny encoder and SWAG's one vector, its config and vocab
   beside it."""
-  _, variables = checkpoints.read_variables(TINY_CKPT)
+  _, variables = checkpoints.read_variables(TINY.ckpt)
   variables = {n: v for n, v in variables.items() if n.startswith("bert/")}
   variables["cls/swag/output_weights"] = np.ones((1, 32), np.float32)
   checkpoints.save_checkpoint(folder / "model.ckpt-3", extra=variables)
   (folder / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-3"\n')
-  shutil.copy(TINY_CONFIG, folder / "bert_config.json")
+  shutil.copy(TINY.config, folder / "bert_config.json")
   shutil.copy(VOCAB_UNCASED, folder / "vocab.txt")
   return variables
 
@@ -538,7 +538,7 @@ def test_convert_checkpoint_command_both_ways(release_dir, tmp_path, script_sess
   assert done.returncode == 0, done.stderr
   assert "--do_lower_case=True" in done.stdout
   back = _read_google(str(tmp_path / "google" / "bert_model.ckpt"))
-  for name, value in _read_google(TINY_CKPT).items():
+  for name, value in _read_google(TINY.ckpt).items():
     np.testing.assert_array_equal(back[name], value, err_msg=name)
   done = convert("--to=google", "--input=%s" % (tmp_path / "hf"),
                  "--output_dir=%s" % (tmp_path / "google"))
@@ -567,9 +567,9 @@ def test_run_classifier_init_checkpoint_from_an_hf_folder(release_dir, tmp_path)
   shutil.copytree(FIXTURES / "classifier_data" / "MRPC", data)
   shutil.copy(data / "train.tsv", data / "dev.tsv")
   results = {}
-  for name, init in (("google", TINY_CKPT), ("hf", str(tmp_path / "hf"))):
+  for name, init in (("google", TINY.ckpt), ("hf", str(tmp_path / "hf"))):
     done = run_script("run_classifier.py", "--task_name=MRPC", "--data_dir=%s" % data,
-                      "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
+                      "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY.config,
                       "--init_checkpoint=%s" % init, "--max_seq_length=32", "--do_eval",
                       "--eval_batch_size=5", "--output_dir=%s" % (tmp_path / name))
     assert done.returncode == 0, done.stderr

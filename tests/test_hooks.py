@@ -13,11 +13,11 @@ import pytest
 
 from bert_tf import runner
 from bert_tf.runner import template
-from helpers import FIXTURES, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
+from helpers import FIXTURES, ROOT, TINY, VOCAB_UNCASED, run_script
 import hooks_probe
 
-MODEL = ["--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
-         "--init_checkpoint=%s" % TINY_CKPT, "--output_dir=/nonexistent/hooks_probe"]
+MODEL = ["--bert_config_file=%s" % TINY.config, "--vocab_file=%s" % VOCAB_UNCASED,
+         "--init_checkpoint=%s" % TINY.ckpt, "--output_dir=/nonexistent/hooks_probe"]
 DATA = os.path.join(ROOT, "data")
 NER = ["--data_dir=%s" % os.path.join(DATA, "conll_sample"), "--max_seq_length=32",
        "--doc_stride=16"]

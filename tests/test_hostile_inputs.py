@@ -14,7 +14,7 @@ from bert_tf.data import example_codec
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import glue
 from bert_tf.utils import user_files
-from helpers import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script, tiny_config
+from helpers import FIXTURES, TINY, VOCAB_UNCASED, run_script, tiny_config
 
 MRPC = FIXTURES / "classifier_data" / "MRPC" / "train.tsv"
 
@@ -126,15 +126,15 @@ def test_a_full_disk_while_writing_records_leaves_no_file(tmp_path):
 def test_runner_paths_checked_before_any_file_is_written(tmp_path):
   """Each case: exit 2, one line naming the path, no traceback, nothing in --output_dir."""
   base = ["run_classifier.py", "--task_name=MRPC",
-          "--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
+          "--bert_config_file=%s" % TINY.config, "--vocab_file=%s" % VOCAB_UNCASED,
           "--data_dir=%s" % MRPC.parent, "--max_seq_length=32", "--do_train"]
   empty = tmp_path / "empty"
   empty.mkdir()
   cases = [
       (["--init_checkpoint=%s" % empty], "empty holds no checkpoint"),
-      (["--init_checkpoint=%s" % TINY_CKPT, "--data_dir=%s" % MRPC],
+      (["--init_checkpoint=%s" % TINY.ckpt, "--data_dir=%s" % MRPC],
        "train.tsv does not exist: part of its path is a file"),
-      (["--init_checkpoint=%s" % TINY_CKPT, "--bert_config_file=%s" % empty],
+      (["--init_checkpoint=%s" % TINY.ckpt, "--bert_config_file=%s" % empty],
        "BERT config file %s is a folder, not a file" % empty),
   ]
   for extra, message in cases:
@@ -151,7 +151,7 @@ def _ltr_run_folder(folder, settings=True, config=True):
   bert_config.json beside it and training_state/settings.json with the config it trained."""
   folder.mkdir()
   for suffix in (".index", ".data-00000-of-00001"):
-    shutil.copy(TINY_CKPT + suffix, str(folder / ("model.ckpt-2" + suffix)))
+    shutil.copy(TINY.ckpt + suffix, str(folder / ("model.ckpt-2" + suffix)))
   causal = BertConfig.from_dict(dict(tiny_config().to_dict(), causal_attention=True))
   if config:
     (folder / "bert_config.json").write_text(causal.to_json_string())
@@ -166,12 +166,12 @@ def test_causal_attention_of_the_config_and_the_checkpoint_must_agree(tmp_path, 
   ltr, ltr_config, causal = _ltr_run_folder(tmp_path / "ltr")
   plain = tiny_config()
   with pytest.raises(UserInputError) as info:
-    checks.check_causal_attention(ltr, plain, TINY_CONFIG)
+    checks.check_causal_attention(ltr, plain, TINY.config)
   assert str(info.value) == (
       "--init_checkpoint=%s is a left-to-right model (causal_attention: true in %s) but "
       "--bert_config_file=%s has no causal_attention, so its weights would run bidirectionally; "
       "pass --bert_config_file=%s (the paper fine-tunes its LTR model left-to-right, Table 5)." %
-      (ltr, tmp_path / "ltr" / "training_state" / "settings.json", TINY_CONFIG, ltr_config))
+      (ltr, tmp_path / "ltr" / "training_state" / "settings.json", TINY.config, ltr_config))
   checks.check_causal_attention(ltr, causal, ltr_config)  # the paper's way: no message
   # The other way round: a Google release's bidirectional weights under a causal config.
   with pytest.raises(UserInputError, match=r"^--init_checkpoint=%s was trained bidirectionally "
@@ -179,27 +179,27 @@ def test_causal_attention_of_the_config_and_the_checkpoint_must_agree(tmp_path, 
                      r"causal_attention: true, so its weights would run under a left-to-right "
                      r"mask they never saw; pass --bert_config_file=%s, or start from a "
                      r"checkpoint pre-trained with --pretraining_objective=ltr\.$" %
-                     (TINY_CKPT, TINY_CONFIG, ltr_config, TINY_CONFIG)):
-    checks.check_causal_attention(TINY_CKPT, causal, ltr_config)
+                     (TINY.ckpt, TINY.config, ltr_config, TINY.config)):
+    checks.check_causal_attention(TINY.ckpt, causal, ltr_config)
   # Only the config beside it, or only the settings (a copied folder): still known.
   only_config, _, _ = _ltr_run_folder(tmp_path / "config_only", settings=False)
   with pytest.raises(UserInputError, match="causal_attention: true in .*config_only/bert_config"):
-    checks.check_causal_attention(only_config, plain, TINY_CONFIG)
+    checks.check_causal_attention(only_config, plain, TINY.config)
   only_settings, _, _ = _ltr_run_folder(tmp_path / "settings_only", config=False)
   with pytest.raises(UserInputError, match='settings.json.*; set "causal_attention": true in it'):
-    checks.check_causal_attention(only_settings, plain, TINY_CONFIG)
+    checks.check_causal_attention(only_settings, plain, TINY.config)
   # run_pretraining --pretraining_objective=ltr from a bidirectional checkpoint: the runner
-  # makes the config causal itself (TINY_CONFIG is not), which is a warning, not an error.
+  # makes the config causal itself (TINY.config is not), which is a warning, not an error.
   with caplog.at_level("WARNING"):
-    checks.check_causal_attention(TINY_CKPT, causal, TINY_CONFIG)
+    checks.check_causal_attention(TINY.ckpt, causal, TINY.config)
   assert [r.getMessage() for r in caplog.records] == [
       "--init_checkpoint=%s was trained bidirectionally (no causal_attention in %s); this run "
       "makes the encoder left-to-right, so it starts from weights trained without that mask." %
-      (TINY_CKPT, TINY_CONFIG)]
+      (TINY.ckpt, TINY.config)]
   empty = tmp_path / "bare"
   empty.mkdir()
   for suffix in (".index", ".data-00000-of-00001"):
-    shutil.copy(TINY_CKPT + suffix, str(empty / ("bert_model.ckpt" + suffix)))
+    shutil.copy(TINY.ckpt + suffix, str(empty / ("bert_model.ckpt" + suffix)))
   checks.check_causal_attention(str(empty / "bert_model.ckpt"), causal, ltr_config)  # unknown
 
 
@@ -208,7 +208,7 @@ def test_run_classifier_refuses_an_ltr_checkpoint_with_a_bidirectional_config(tm
   ltr, ltr_config, _ = _ltr_run_folder(tmp_path / "ltr")
   out = tmp_path / "out"
   result = run_script("run_classifier.py", "--task_name=MRPC",
-                      "--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
+                      "--bert_config_file=%s" % TINY.config, "--vocab_file=%s" % VOCAB_UNCASED,
                       "--data_dir=%s" % MRPC.parent, "--max_seq_length=32", "--do_train",
                       "--init_checkpoint=%s" % ltr, "--output_dir=%s" % out)
   assert result.returncode == 2, result.stderr[-2000:]
@@ -217,7 +217,7 @@ def test_run_classifier_refuses_an_ltr_checkpoint_with_a_bidirectional_config(tm
       "error: --init_checkpoint=%s is a left-to-right model (causal_attention: true in %s) but "
       "--bert_config_file=%s has no causal_attention, so its weights would run bidirectionally; "
       "pass --bert_config_file=%s (the paper fine-tunes its LTR model left-to-right, Table 5)." %
-      (ltr, tmp_path / "ltr" / "training_state" / "settings.json", TINY_CONFIG, ltr_config))
+      (ltr, tmp_path / "ltr" / "training_state" / "settings.json", TINY.config, ltr_config))
   assert "Traceback" not in result.stderr
   assert not out.exists() or os.listdir(out) == []
 

@@ -7,14 +7,7 @@ import pytest
 
 from bert_tf import checkpoints, heads, layers
 from bert_tf.modeling import BertModel, keras_inputs
-from helpers import (
-  FIXTURES,
-  FLOAT32_EPS,
-  TINY_CKPT,
-  assert_float32_close,
-  float32_approx,
-  tiny_config,
-)
+from helpers import FIXTURES, FLOAT32_EPS, TINY, assert_float32_close, float32_approx, tiny_config
 
 # The original code's outputs for the tiny checkpoint (set A: 3 sequences of 16, padded).
 ORIGINAL = np.load(FIXTURES / "model_forward" / "pretrain_heads_forward.npz")
@@ -42,7 +35,7 @@ def _classifier(config):
   """A functional Keras model on BertModel: Dense on pooled_output."""
   inputs = keras_inputs()
   encoder = BertModel(config)
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, encoder)
   pooled = encoder(inputs)["pooled_output"]
   logits = keras.layers.Dense(2, name="logits")(pooled)
   return keras.Model(inputs, logits)
@@ -122,7 +115,7 @@ def test_functional_model_fits_and_survives_a_keras_file(tmp_path):
 
 def test_bert_model_alone_survives_a_keras_file(tmp_path):
   encoder = BertModel(tiny_config())
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, encoder)
   inputs = keras_inputs()
   model = keras.Model(inputs, encoder(inputs))
   batch = {"input_word_ids": ORIGINAL["A.in.input_ids"], "input_mask": ORIGINAL["A.in.input_mask"],

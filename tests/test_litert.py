@@ -16,7 +16,7 @@ from bert_tf.errors import UserInputError
 from bert_tf.export import litert
 from helpers import (
   PROGRAMS,
-  TINY_CKPT,
+  TINY,
   VOCAB_UNCASED,
   printed_json,
   run_script,
@@ -84,10 +84,10 @@ def test_keras_litert_export_of_the_encoder_and_the_classifier(tmp_path):
   from bert_tf.modeling import BertModel
   from bert_tf.tasks.glue.model import ClassifierModel
   encoder = BertModel(tiny_config())
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, encoder)
   check_keras_litert(encoder, (2, 12), tmp_path)  # encoder_outputs as encoder_output_<i>
   classifier = ClassifierModel(tiny_config(), num_labels=3, dynamic_length=True)
-  checkpoints.load_checkpoint(TINY_CKPT, classifier.encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, classifier.encoder)
   check_keras_litert(classifier, (3, 16), tmp_path)
 
 
@@ -99,7 +99,7 @@ def test_keras_litert_export_of_the_other_task_models(tmp_path):
   for model, shape in ((SquadModel(tiny_config()), (2, 12)),
                        (TokenClassifierModel(tiny_config(), num_labels=5), (2, 12)),
                        (MultipleChoiceModel(tiny_config(), dynamic_length=True), (2, 4, 12))):
-    checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+    checkpoints.load_checkpoint(TINY.ckpt, model.encoder)
     check_keras_litert(model, shape, tmp_path)
 
 
@@ -136,7 +136,7 @@ def exports(tmp_path_factory):
                                                                      num_labels=5)),
                            VOCAB_UNCASED, True, SEQ, ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"],
                            stride=8)
-  embedder = text_embedder.build(TINY_CKPT, "mean", True, SEQ, True, vocab_file=VOCAB_UNCASED,
+  embedder = text_embedder.build(TINY.ckpt, "mean", True, SEQ, True, vocab_file=VOCAB_UNCASED,
                                  config=tiny_config())
   made["embedder"] = text_embedder_export.export_embedder(embedder, root / "embedder")
   return {kind: str(path) for kind, path in made.items()}

@@ -9,7 +9,7 @@ from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.modeling import BertModel
 from bert_tf.tasks import squad
-from helpers import FIXTURES, TINY_CKPT, tiny_config, tiny_pretraining_model
+from helpers import FIXTURES, TINY, tiny_config, tiny_pretraining_model
 
 FORWARD = FIXTURES / "model_forward"
 PRETRAIN = np.load(FORWARD / "pretrain_heads_forward.npz")
@@ -64,7 +64,7 @@ def test_encoder_and_pretraining_heads_match_original(pretraining_model, name):
 
 def test_one_hot_embeddings_give_the_same_outputs(pretraining_model):
   encoder = BertModel(tiny_config(), use_one_hot_embeddings=True)
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, encoder)
   out = encoder(_inputs("A"))
   _close(out["sequence_output"], PRETRAIN["A.onehot.sequence_output"], HIDDEN_ATOL)
   _close(out["pooled_output"], PRETRAIN["A.onehot.pooled_output"], HIDDEN_ATOL)
@@ -76,7 +76,7 @@ def test_classifier_head_matches_run_classifier_create_model():
   encoder = BertModel(config)
   head = heads.ClassificationHead(config, num_labels=3, name="classifier")
   head.build()
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, encoder)
   checkpoints.load_checkpoint(FIXTURES / "checkpoint" / "classifier_head_3labels" / "head.ckpt",
                               heads=[head])
   pooled = encoder({"input_word_ids": ref["in.input_ids"], "input_mask": ref["in.input_mask"],
@@ -97,7 +97,7 @@ def test_span_head_matches_run_squad_create_model_and_loss():
   encoder = BertModel(config)
   head = heads.SpanHead(config, name="squad")
   head.build()
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, encoder)
   checkpoints.load_checkpoint(FIXTURES / "checkpoint" / "squad_head" / "head.ckpt", heads=[head])
   seq = encoder({"input_word_ids": ref["predict.in.input_ids"],
                  "input_mask": ref["predict.in.input_mask"],
@@ -164,9 +164,9 @@ def test_jit_compiled_forward_matches_eager(pretraining_model):
 def test_mixed_precision_keeps_layer_norm_and_softmax_float32(policy):
   config = tiny_config()
   reference = BertModel(config)
-  checkpoints.load_checkpoint(TINY_CKPT, reference)
+  checkpoints.load_checkpoint(TINY.ckpt, reference)
   mixed = BertModel(config, dtype=policy)
-  checkpoints.load_checkpoint(TINY_CKPT, mixed)
+  checkpoints.load_checkpoint(TINY.ckpt, mixed)
   block = mixed.encoder_layers[0]
   assert block.attention.query.compute_dtype == policy.split("_")[1]
   assert block.attention_norm.compute_dtype == "float32"

@@ -12,15 +12,7 @@ import pytest
 
 from bert_tf import tokenization
 from bert_tf.tasks import ner
-from helpers import (
-  PROGRAMS,
-  ROOT,
-  TINY_CKPT,
-  TINY_CONFIG,
-  VOCAB_UNCASED,
-  printed_json,
-  run_script,
-)
+from helpers import PROGRAMS, ROOT, TINY, VOCAB_UNCASED, printed_json, run_script
 
 SAMPLE = os.path.join(ROOT, "data", "conll_sample")
 
@@ -111,7 +103,7 @@ def slice_data(folder, documents=4):
 
 def ner_args(data_dir, output_dir, *extra):
   return ["--data_dir=%s" % data_dir, "--vocab_file=%s" % VOCAB_UNCASED,
-          "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+          "--bert_config_file=%s" % TINY.config, "--init_checkpoint=%s" % TINY.ckpt,
           "--do_lower_case=true", "--max_seq_length=32", "--doc_stride=16",
           "--train_batch_size=4", "--learning_rate=1e-3", "--output_dir=%s" % output_dir,
           *extra]
@@ -206,7 +198,7 @@ def test_fine_tuning_end_to_end_with_resume_and_export(tmp_path, script_session)
 
   # The checkpoint converts to an HF BertForTokenClassification folder.
   result = run_script("convert_checkpoint.py", "--input=%s" % out, "--to=hf",
-                      "--output_dir=%s" % (tmp_path / "hf"), "--bert_config_file=%s" % TINY_CONFIG,
+                      "--output_dir=%s" % (tmp_path / "hf"), "--bert_config_file=%s" % TINY.config,
                       "--vocab_file=%s" % VOCAB_UNCASED, "--do_lower_case=true")
   assert result.returncode == 0, result.stderr[-3000:]
   config = json.loads((tmp_path / "hf" / "config.json").read_text())
@@ -224,8 +216,8 @@ def test_export_tags_windows_like_the_python_path(tmp_path):
   from bert_tf.tasks.ner.export import export_ner
   keras.utils.set_random_seed(1)
   labels = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
-  model = ner.TokenClassifierModel(BertConfig.from_json_file(TINY_CONFIG), num_labels=5)
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  model = ner.TokenClassifierModel(BertConfig.from_json_file(TINY.config), num_labels=5)
+  checkpoints.load_checkpoint(TINY.ckpt, model.encoder)
   kernel = model.ner.weights[0]
   kernel.assign(np.random.RandomState(0).normal(0, 3, kernel.shape).astype(np.float32))
   export_ner(tmp_path / "export", model, VOCAB_UNCASED, True, 16, labels, stride=4)
@@ -295,8 +287,8 @@ def test_feature_based_caches_bert_features(tmp_path, script_session):
   from bert_tf.config import BertConfig
   from bert_tf.modeling import BertModel
   from bert_tf.tasks.ner import feature_cache
-  encoder = BertModel(BertConfig.from_json_file(TINY_CONFIG))
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  encoder = BertModel(BertConfig.from_json_file(TINY.config))
+  checkpoints.load_checkpoint(TINY.ckpt, encoder)
   tokenizer = tokenization.FullTokenizer(VOCAB_UNCASED, do_lower_case=True)
   fresh = feature_cache.compute_word_features(
       encoder, ner.read_conll(str(data / "train.txt")), tokenizer, 32, 16, [0, 1, 2])

@@ -14,7 +14,7 @@ from bert_tf.errors import UserInputError
 from bert_tf.tasks import ner
 from bert_tf.tasks.ner import feature_based as fb
 from bert_tf.tasks.ner import feature_cache
-from helpers import TINY_CKPT, run_script
+from helpers import TINY, run_script
 from test_ner import ner_args, read_results, slice_data
 
 REORDERED = "I-PER,B-PER,O,B-LOC,I-LOC,I-ORG,B-ORG,I-MISC,B-MISC"
@@ -229,9 +229,9 @@ def test_the_feature_based_tagger_checks_what_it_reads(tmp_path, script_session)
   stderr = one_line_error(*common, "--do_eval", "--lstm_units=16", run=session)
   assert "was trained with --lstm_units=8; this run gives --lstm_units=16" in stderr
   other_ckpt = tmp_path / "ckpt"
-  shutil.copytree(os.path.dirname(TINY_CKPT), other_ckpt)
+  shutil.copytree(os.path.dirname(TINY.ckpt), other_ckpt)
   from bert_tf import checkpoints
-  _, variables = checkpoints.read_variables(TINY_CKPT)
+  _, variables = checkpoints.read_variables(TINY.ckpt)
   variables["bert/pooler/dense/bias"] = variables["bert/pooler/dense/bias"] + 1
   checkpoints.save_checkpoint(other_ckpt / "bert_model.ckpt", extra=variables)
   args = [a if not a.startswith("--init_checkpoint") else

@@ -10,7 +10,7 @@ from bert_tf import checkpoints, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.data import input_pipeline
 from bert_tf.tasks.pretraining import PretrainingTask
-from helpers import FIXTURES, TINY_CKPT
+from helpers import FIXTURES, TINY
 
 OPT = FIXTURES / "optimizer"
 TRAJECTORY = json.loads((OPT / "trajectory.json").read_text())
@@ -22,7 +22,7 @@ def _setup(strategy, accumulation_steps=1):
   with strategy.scope():
     task = PretrainingTask(config)
     model = task.create_model()
-    checkpoints.load_checkpoint(TINY_CKPT, model.encoder, model.heads)
+    checkpoints.load_checkpoint(TINY.ckpt, model.encoder, model.heads)
     names = checkpoints.variable_map(model.encoder, model.heads)
     optimizer = optimization.create_optimizer(1e-3, 10, 2, names)
   step = training.TrainStep(strategy, task, model, optimizer, accumulation_steps)

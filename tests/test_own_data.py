@@ -14,7 +14,7 @@ from bert_tf.errors import UserInputError
 from bert_tf.runner.run_lock import LOCK_NAME
 from bert_tf.tasks.own_data import data, metrics, postprocess, weights
 from bert_tf.tasks.own_data.data import Columns
-from helpers import TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
+from helpers import TINY, VOCAB_UNCASED, run_script
 
 COLUMNS = Columns()
 
@@ -345,8 +345,8 @@ REGRESSION = "a\tb\tscore\n" + "".join("%s\t%s\t%s\n" % row for row in [
 
 def _common(tmp_path, name, data_file, *extra):
   return ["--train_file=" + data_file, "--eval_file=" + data_file, "--predict_file=" + data_file,
-          "--vocab_file=" + VOCAB_UNCASED, "--bert_config_file=" + TINY_CONFIG,
-          "--init_checkpoint=" + TINY_CKPT, "--max_seq_length=16", "--train_batch_size=8",
+          "--vocab_file=" + VOCAB_UNCASED, "--bert_config_file=" + TINY.config,
+          "--init_checkpoint=" + TINY.ckpt, "--max_seq_length=16", "--train_batch_size=8",
           "--num_train_epochs=1", "--do_train", "--do_eval", "--do_predict",
           "--output_dir=%s" % (tmp_path / name), "--export_dir=%s" % (tmp_path / (name + "_x")),
           *extra]
@@ -396,7 +396,7 @@ def test_each_problem_type_trains_predicts_names_and_exports_the_same_answers(
   # Predicting again from the run reads its label order, not the file's sorted one.
   os.remove(out / "predictions.jsonl")
   again = run("--predict_file=" + single, "--vocab_file=" + VOCAB_UNCASED,
-              "--bert_config_file=" + TINY_CONFIG, "--max_seq_length=16", "--do_predict",
+              "--bert_config_file=" + TINY.config, "--max_seq_length=16", "--do_predict",
               "--output_dir=%s" % out, "--id_column=id")
   assert again.returncode == 0, again.stderr[-3000:]
   assert _predictions(out / "predictions.jsonl") == lines
@@ -427,7 +427,7 @@ def test_each_problem_type_trains_predicts_names_and_exports_the_same_answers(
   # (not the default 0.5, which names labels here).
   assert any(p["labels"] for p in lines)
   again = run("--predict_file=" + multi, "--vocab_file=" + VOCAB_UNCASED,
-              "--bert_config_file=" + TINY_CONFIG, "--max_seq_length=16", "--do_predict",
+              "--bert_config_file=" + TINY.config, "--max_seq_length=16", "--do_predict",
               "--output_dir=%s" % (tmp_path / "multi"))
   assert again.returncode == 0, again.stderr[-3000:]
   assert "trained with --threshold=0.9" in again.stderr
@@ -458,7 +458,7 @@ def test_each_problem_type_trains_predicts_names_and_exports_the_same_answers(
   both = run(*_common(tmp_path, "both", single), "--task_name=MRPC")
   assert both.returncode == 2 and "pass one or the other" in both.stderr
   glue = run("--task_name=MRPC", "--data_dir=%s" % tmp_path, "--text_column=a",
-             "--vocab_file=" + VOCAB_UNCASED, "--bert_config_file=" + TINY_CONFIG,
+             "--vocab_file=" + VOCAB_UNCASED, "--bert_config_file=" + TINY.config,
              "--output_dir=%s" % (tmp_path / "glue"), "--do_train")
   assert glue.returncode == 2 and "--text_column is for your own files" in glue.stderr
   bad = _write(tmp_path, "bad.csv", "text,label\nhi,x\nho\n")
@@ -577,7 +577,7 @@ def test_training_labels_order_and_refusals():
 def test_the_model_losses_use_the_weights_and_survive_its_config():
   from bert_tf.config import BertConfig
   from bert_tf.tasks.own_data import model
-  config = BertConfig.from_json_file(TINY_CONFIG)
+  config = BertConfig.from_json_file(TINY.config)
   single = model.OwnDataModel(config, num_labels=2, class_weights=[2.0, 0.5])
   again = model.OwnDataModel.from_config(single.get_config())
   assert (again.problem_type, again.class_weights, again.regression) == (
@@ -702,7 +702,7 @@ def test_own_windows_single_label_records_pooling_and_weighted_loss(tmp_path):
   np.testing.assert_allclose(values, np.exp(mean) / np.exp(mean).sum(1, keepdims=True),
                              rtol=1e-6)
   run.trainer = types.SimpleNamespace(model=model.OwnDataModel(
-      BertConfig.from_json_file(TINY_CONFIG), num_labels=2, class_weights=[2.0, 0.5]))
+      BertConfig.from_json_file(TINY.config), num_labels=2, class_weights=[2.0, 0.5]))
   # Row 0 (pos, weight 0.5): -log softmax([2, 1])[1]; row 1 (neg, 2): -log softmax([0, 2])[0].
   by_hand = (0.5 * math.log1p(math.e) + 2 * math.log1p(math.exp(2))) / 2
   assert hooks.pooled_loss(run, examples, {"logits": logits}) == pytest.approx(by_hand, rel=1e-6)
@@ -745,7 +745,7 @@ def test_own_windows_regression_pools_predictions(tmp_path):
   examples = hooks.read_examples(run, "eval")
   assert len(list(hooks.encode(run, "eval", examples))) == 3
   run.trainer = types.SimpleNamespace(model=model.OwnDataModel(
-      BertConfig.from_json_file(TINY_CONFIG), num_labels=1, problem_type="regression"))
+      BertConfig.from_json_file(TINY.config), num_labels=1, problem_type="regression"))
   assert hooks.pooled_loss(run, examples, {"predictions": np.array([0.25, 2.0, -1.0])}) == (
       pytest.approx(((2.0 - 1.5) ** 2 + (-1.0 - 0.5) ** 2) / 2))
 

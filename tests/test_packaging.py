@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from helpers import FIXTURES, PROGRAMS, ROOT, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
+from helpers import FIXTURES, PROGRAMS, ROOT, TINY, VOCAB_UNCASED, run_script
 
 
 def _requirements(name):
@@ -132,7 +132,7 @@ def test_installed_wheel_runs_a_runner_from_any_folder(wheel, tmp_path):
   assert where.stdout.strip() == str(site / "bert_tf" / "__init__.py")
   result = run_script(str(work / "extract_features.py"), "--input_file=input.txt",
                       "--output_file=out.jsonl", "--vocab_file=%s" % VOCAB_UNCASED,
-                      "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+                      "--bert_config_file=%s" % TINY.config, "--init_checkpoint=%s" % TINY.ckpt,
                       "--do_lower_case=True", "--layers=-1", "--max_seq_length=16", cwd=work,
                       env=env)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -149,8 +149,8 @@ def test_cpu_run_with_an_export_prints_no_error_level_line(tmp_path):
   result = run_script(
       "run_classifier.py", "--task_name=MRPC",
       "--data_dir=%s" % os.path.join(FIXTURES, "classifier_data", "MRPC"),
-      "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
-      "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=32", "--do_train",
+      "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY.config,
+      "--init_checkpoint=%s" % TINY.ckpt, "--max_seq_length=32", "--do_train",
       "--train_batch_size=4", "--num_train_epochs=1", "--output_dir=%s" % (tmp_path / "out"),
       "--export_dir=%s" % (tmp_path / "export"), cwd=tmp_path, env=env, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]

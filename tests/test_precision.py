@@ -15,7 +15,7 @@ from bert_tf.tasks import glue
 from bert_tf.tasks.glue.export import export_classifier
 from bert_tf.text import BertTextTokenizer
 from bert_tf.utils import precision
-from helpers import FIXTURES, PRECISION_TOLERANCE, ROOT, TINY_CKPT, VOCAB_UNCASED, tiny_config
+from helpers import FIXTURES, PRECISION_TOLERANCE, ROOT, TINY, VOCAB_UNCASED, tiny_config
 
 HEAD_CKPT = str(FIXTURES / "checkpoint" / "classifier_head_3labels" / "head.ckpt")
 CORPUS = pathlib.Path(ROOT) / "data" / "pretraining_corpus.txt"
@@ -31,7 +31,7 @@ def _sentences(count=24):
 @pytest.fixture(scope="module")
 def classifier():
   model = glue.ClassifierModel(tiny_config(), num_labels=3)
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, model.encoder)
   checkpoints.load_checkpoint(HEAD_CKPT, heads=model.heads)
   return model
 

@@ -19,15 +19,7 @@ from bert_tf.config import BertConfig
 from bert_tf.data import input_pipeline
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.pretraining import PretrainingTask
-from helpers import (
-  FIXTURES,
-  FLOAT32_EPS,
-  TINY_CKPT,
-  TINY_CONFIG,
-  VOCAB_UNCASED,
-  assert_float32_close,
-  run_script,
-)
+from helpers import FIXTURES, FLOAT32_EPS, TINY, VOCAB_UNCASED, assert_float32_close, run_script
 
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
 FORWARD = FIXTURES / "model_forward"
@@ -48,7 +40,7 @@ def seq64_data(tmp_path_factory):
 
 def _pretrain_args(data, output_dir, *extra):
   return ["--input_file=%s" % data, "--output_dir=%s" % output_dir,
-          "--bert_config_file=%s" % NODROPOUT_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+          "--bert_config_file=%s" % NODROPOUT_CONFIG, "--init_checkpoint=%s" % TINY.ckpt,
           "--max_seq_length=64", "--max_predictions_per_seq=10", "--learning_rate=1e-3",
           "--num_warmup_steps=2", "--iterations_per_loop=1", *extra]
 
@@ -115,10 +107,10 @@ def test_eval_metrics_match_the_original_metric_fn(tmp_path):
       "masked_lm_weights": ref["A.in.masked_lm_weights"],
       "next_sentence_labels": ref["A.in.next_sentence_labels"][:, None]}
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-  task = PretrainingTask(BertConfig.from_json_file(TINY_CONFIG))
+  task = PretrainingTask(BertConfig.from_json_file(TINY.config))
   trainer = training.Trainer(strategy, task, str(tmp_path),
                              lambda names: optimization.create_optimizer(1e-3, 10, 1, names),
-                             init_checkpoint=TINY_CKPT)
+                             init_checkpoint=TINY.ckpt)
   trainer.restore_or_initialize()
   result = trainer.evaluate(tf.data.Dataset.from_tensors(features))
   for key, want in meta["metrics"].items():
@@ -160,7 +152,7 @@ def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path, sc
   # uninterrupted run draws, so the seed states are part of the training state.
   args = ["--do_train", "--train_batch_size=4", "--num_train_steps=10",
           "--save_checkpoints_steps=2",
-          "--bert_config_file=%s" % TINY_CONFIG]
+          "--bert_config_file=%s" % TINY.config]
   # This run and the restart below: the module's process of the script; the killed run has
   # its own.
   session = partial(run_script, "run_pretraining.py", shared=script_session)
@@ -251,7 +243,7 @@ def _finish(processes, stop_at_step=None):
 # The two workers' run of the SIGTERM test below (dropout on): SIGTERM after step 3 stops both
 # at step 4 (they agree on it at the next step); the regular saves are at 10 and 16.
 _TWO_WORKER_ARGS = ("--num_train_steps=16", "--save_checkpoints_steps=10",
-                    "--bert_config_file=%s" % TINY_CONFIG)
+                    "--bert_config_file=%s" % TINY.config)
 
 
 @pytest.fixture(scope="module")
@@ -352,7 +344,7 @@ def test_a_failed_save_leaves_the_last_good_checkpoint_readable(tmp_path, monkey
   task = PretrainingTask(BertConfig.from_json_file(NODROPOUT_CONFIG))
   trainer = training.Trainer(strategy, task, out,
                              lambda names: optimization.create_optimizer(1e-3, 10, 1, names),
-                             init_checkpoint=TINY_CKPT)
+                             init_checkpoint=TINY.ckpt)
   batch = input_pipeline.to_model_names(dict(np.load(FIXTURES / "optimizer" / "batch.npz")))
   dataset = tf.data.Dataset.from_tensors(batch).repeat()
   caplog.set_level(std_logging.INFO, logger="absl")

@@ -14,15 +14,7 @@ from bert_tf.tasks.pretraining import (
   PretrainingTask,
   unmasked_ids,
 )
-from helpers import (
-  FIXTURES,
-  TINY_CKPT,
-  TINY_CONFIG,
-  VOCAB_UNCASED,
-  assert_float32_close,
-  run_script,
-  tiny_config,
-)
+from helpers import FIXTURES, TINY, VOCAB_UNCASED, assert_float32_close, run_script, tiny_config
 
 
 def _batch():
@@ -48,8 +40,8 @@ def test_unmasked_ids_puts_the_original_tokens_back():
 def test_masked_lm_alone_is_the_masked_lm_term_of_the_original():
   batch = _batch()
   both, alone = PretrainingModel(_no_dropout()), MaskedLMModel(_no_dropout())
-  checkpoints.load_checkpoint(TINY_CKPT, both.encoder, both.heads)
-  checkpoints.load_checkpoint(TINY_CKPT, alone.encoder, alone.heads)
+  checkpoints.load_checkpoint(TINY.ckpt, both.encoder, both.heads)
+  checkpoints.load_checkpoint(TINY.ckpt, alone.encoder, alone.heads)
   expected = both.per_example_losses(both(batch), batch)["masked_lm"]
   got = alone.per_example_losses(alone(batch), batch)
   assert list(got) == ["masked_lm"]
@@ -63,7 +55,7 @@ def test_masked_lm_alone_is_the_masked_lm_term_of_the_original():
 def test_left_to_right_loss_is_next_token_cross_entropy():
   batch = _batch()
   model = LeftToRightLMModel(_no_dropout(causal=True))
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder, model.heads)
+  checkpoints.load_checkpoint(TINY.ckpt, model.encoder, model.heads)
   ids = unmasked_ids(batch).numpy()
   hidden = model.encoder({"input_word_ids": ids, "input_mask": batch["input_mask"],
                           "input_type_ids": batch["input_type_ids"]})["sequence_output"]
@@ -106,7 +98,7 @@ def test_each_objective_trains_and_evaluates(tmp_path, objective, config, metric
   task = PretrainingTask(config, objective=objective)
   trainer = training.Trainer(strategy, task, str(tmp_path),
                              lambda names: optimization.create_optimizer(1e-3, 4, 1, names),
-                             init_checkpoint=TINY_CKPT)
+                             init_checkpoint=TINY.ckpt)
   dataset = tf.data.Dataset.from_tensors(_batch()).repeat()
   first = trainer.evaluate(dataset.take(1))
   trainer.train(dataset, num_train_steps=3, save_checkpoints_steps=10)
@@ -135,8 +127,8 @@ def test_run_pretraining_objective_and_fine_tuning_its_checkpoint(records, tmp_p
                                                                   names):
   out = tmp_path / "pretrained"
   result = run_script("run_pretraining.py", "--input_file=%s" % records,
-                      "--output_dir=%s" % out, "--bert_config_file=%s" % TINY_CONFIG,
-                      "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=64",
+                      "--output_dir=%s" % out, "--bert_config_file=%s" % TINY.config,
+                      "--init_checkpoint=%s" % TINY.ckpt, "--max_seq_length=64",
                       "--max_predictions_per_seq=10", "--train_batch_size=4",
                       "--num_train_steps=2", "--num_warmup_steps=1", "--do_train", "--do_eval",
                       "--eval_batch_size=4", "--max_eval_steps=2",

@@ -14,11 +14,11 @@ import tensorflow as tf
 
 from bert_tf.errors import UserInputError
 from bert_tf.training import checkpoint_keeper
-from helpers import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script
+from helpers import FIXTURES, TINY, VOCAB_UNCASED, run_script
 
 
 def _dropout_is_on():
-  config = json.loads(open(TINY_CONFIG).read())
+  config = json.loads(open(TINY.config).read())
   return config["hidden_dropout_prob"] > 0 and config["attention_probs_dropout_prob"] > 0
 
 
@@ -49,8 +49,8 @@ def _command(make_args, tmp_path, output_dir):
   """The script and its arguments."""
   script, *args = make_args(tmp_path, output_dir)
   return [script, *args, "--do_train",
-          "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
-          "--init_checkpoint=%s" % TINY_CKPT, "--save_checkpoints_steps=8",
+          "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY.config,
+          "--init_checkpoint=%s" % TINY.ckpt, "--save_checkpoints_steps=8",
           "--iterations_per_loop=1", "--output_dir=%s" % output_dir]
 
 

@@ -13,23 +13,14 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.runner.run_lock import LOCK_NAME
-from helpers import (
-  FIXTURES,
-  TINY_CKPT,
-  TINY_CONFIG,
-  TINY_DIR,
-  VOCAB_UNCASED,
-  ScriptSession,
-  damaged_copy,
-  run_script,
-)
+from helpers import FIXTURES, TINY, VOCAB_UNCASED, ScriptSession, damaged_copy, run_script
 
 pytestmark = pytest.mark.slow
 
 MRPC = str(FIXTURES / "classifier_data" / "MRPC")
 
 
-def _classifier_args(output_dir, *extra, config=TINY_CONFIG, init=TINY_CKPT):
+def _classifier_args(output_dir, *extra, config=TINY.config, init=TINY.ckpt):
   return ["--task_name=MRPC", "--data_dir=%s" % MRPC, "--vocab_file=%s" % VOCAB_UNCASED,
           "--bert_config_file=%s" % config, "--init_checkpoint=%s" % init,
           "--max_seq_length=32", "--train_batch_size=4", "--num_train_epochs=1",
@@ -86,7 +77,7 @@ def test_resume_with_changed_settings_says_what_changed(finished_run, tmp_path, 
   assert "train_batch_size: 4 when the state was saved, 2 now" in message
   assert "Traceback" not in smaller.stderr
   dropout = tmp_path / "bert_config.json"
-  dropout.write_text(open(TINY_CONFIG).read().replace('"hidden_dropout_prob": 0.1',
+  dropout.write_text(open(TINY.config).read().replace('"hidden_dropout_prob": 0.1',
                                                       '"hidden_dropout_prob": 0.2'))
   changed = run_classifier(*_classifier_args(out, config=str(dropout)))
   assert "bert_config:" in _error(changed)
@@ -135,12 +126,12 @@ def _damaged_init_commands(tmp_path, prefix):
       "extract_features.py": ["--input_file=%s" % (FIXTURES / "extract_features" / "input.txt"),
                               "--output_file=%s" % (tmp_path / "f.jsonl"),
                               "--vocab_file=%s" % VOCAB_UNCASED,
-                              "--bert_config_file=%s" % TINY_CONFIG,
+                              "--bert_config_file=%s" % TINY.config,
                               "--init_checkpoint=%s" % prefix, "--max_seq_length=32",
                               "--layers=-1"],
       "convert_checkpoint.py": ["--to=hf", "--input=%s" % prefix,
                                 "--output_dir=%s" % (tmp_path / "hf")],
-      "export_tfhub.py": ["--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
+      "export_tfhub.py": ["--bert_config_file=%s" % TINY.config, "--vocab_file=%s" % VOCAB_UNCASED,
                           "--init_checkpoint=%s" % prefix,
                           "--encoder_export_dir=%s" % (tmp_path / "hub"),
                           "--preprocessor_export_dir=%s" % (tmp_path / "pre")],
@@ -156,7 +147,7 @@ def damaged_init_runs(tmp_path_factory, script_session):
   runs = {}
   for how in _DAMAGES:
     folder = tmp_path_factory.mktemp(how)
-    prefix = damaged_copy(TINY_DIR, folder / ("release_" + how), how)
+    prefix = damaged_copy(TINY.dir, folder / ("release_" + how), how)
     shutil.copy(VOCAB_UNCASED, folder / ("release_" + how) / "vocab.txt")
     runs[how] = (folder, prefix, {})
   commands = {how: _damaged_init_commands(folder, prefix) for how, (folder, prefix, _) in

@@ -18,14 +18,7 @@ from bert_tf.checkpoints import checks
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserInputError
 from bert_tf.runner import shared_flags, template
-from helpers import (
-  FIXTURES,
-  TINY_CKPT,
-  TINY_CONFIG,
-  VOCAB_UNCASED,
-  run_script,
-  tiny_config,
-)
+from helpers import FIXTURES, TINY, VOCAB_UNCASED, run_script, tiny_config
 
 
 def _parsed(define, *args):
@@ -211,11 +204,11 @@ class _Hooks(runner.TaskHooks):
 def test_prepare_checks_before_creating_anything(tmp_path):
   """Each failing check leaves no --output_dir; the passing run gets its config, tokenizer
   and a writable output folder."""
-  good = runner.RunOptions(bert_config_file=TINY_CONFIG, vocab_file=VOCAB_UNCASED,
-                           init_checkpoint=TINY_CKPT, output_dir=str(tmp_path / "out"),
+  good = runner.RunOptions(bert_config_file=TINY.config, vocab_file=VOCAB_UNCASED,
+                           init_checkpoint=TINY.ckpt, output_dir=str(tmp_path / "out"),
                            max_seq_length=32, do_train=True, train_batch_size=4)
   small = tmp_path / "bert_config.json"
-  small.write_text(open(TINY_CONFIG).read().replace('"vocab_size": 30522', '"vocab_size": 1000'))
+  small.write_text(open(TINY.config).read().replace('"vocab_size": 30522', '"vocab_size": 1000'))
   (tmp_path / "export").mkdir()
   (tmp_path / "export" / "saved_model.pb").write_text("")
   for change, message in [
@@ -249,8 +242,8 @@ class _RefusingHooks(runner.TaskHooks):
 def test_a_run_refused_after_the_lock_leaves_no_lock_in_the_process(tmp_path):
   """run_task releases --output_dir's lock however the run ends, so a second run in the same
   process (a notebook, a shared test process) finds the folder free."""
-  options = runner.RunOptions(bert_config_file=TINY_CONFIG, vocab_file=VOCAB_UNCASED,
-                              init_checkpoint=TINY_CKPT, output_dir=str(tmp_path / "out"),
+  options = runner.RunOptions(bert_config_file=TINY.config, vocab_file=VOCAB_UNCASED,
+                              init_checkpoint=TINY.ckpt, output_dir=str(tmp_path / "out"),
                               max_seq_length=32, do_train=True, train_batch_size=4)
   for _ in range(2):
     with pytest.raises(UserInputError, match="a refused run"):
@@ -258,8 +251,8 @@ def test_a_run_refused_after_the_lock_leaves_no_lock_in_the_process(tmp_path):
     assert not (tmp_path / "out" / ".bert_tf.lock").exists()
 
 
-MODEL = ["--bert_config_file=%s" % TINY_CONFIG, "--vocab_file=%s" % VOCAB_UNCASED,
-         "--init_checkpoint=%s" % TINY_CKPT]
+MODEL = ["--bert_config_file=%s" % TINY.config, "--vocab_file=%s" % VOCAB_UNCASED,
+         "--init_checkpoint=%s" % TINY.ckpt]
 RUNNERS = {
     "run_classifier.py": ["--task_name=MRPC", "--data_dir=%s" % (FIXTURES / "classifier_data" /
                                                                  "MRPC"), "--max_seq_length=32"],
@@ -294,7 +287,7 @@ def test_a_non_empty_export_dir_stops_before_any_work(script, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("script,args,message", [
     ("run_classifier.py", ["--max_seq_length=65"],
-     "--max_seq_length=65 must be between 3 and max_position_embeddings=64 of %s." % TINY_CONFIG),
+     "--max_seq_length=65 must be between 3 and max_position_embeddings=64 of %s." % TINY.config),
     ("run_swag.py", ["--max_seq_length=65"], "--max_seq_length=65 must be between"),
     ("run_classifier.py", ["--max_seq_length=2"], "--max_seq_length=2 must be between 3 and"),
     ("run_squad.py", ["--train_batch_size=0"], "--train_batch_size must be a positive integer"),
@@ -322,7 +315,7 @@ def test_a_missing_dev_file_stops_before_training(tmp_path):
 @pytest.mark.slow
 def test_a_vocab_larger_than_the_config_is_refused(tmp_path):
   small = tmp_path / "bert_config.json"
-  small.write_text(open(TINY_CONFIG).read().replace('"vocab_size": 30522', '"vocab_size": 1000'))
+  small.write_text(open(TINY.config).read().replace('"vocab_size": 30522', '"vocab_size": 1000'))
   result, written = _run("run_squad.py", tmp_path, "--bert_config_file=%s" % small)
   assert result.returncode == 2
   assert "has 30522 tokens but vocab_size=1000" in result.stderr
@@ -334,7 +327,7 @@ def test_the_scripts_share_the_model_checks(tmp_path):
   """A runner, extract_features and export_tfhub refuse a foreign vocab and a casing that
   contradicts the checkpoint's name with the same message (one implementation)."""
   small = tmp_path / "bert_config.json"
-  small.write_text(open(TINY_CONFIG).read().replace('"vocab_size": 30522', '"vocab_size": 1000'))
+  small.write_text(open(TINY.config).read().replace('"vocab_size": 30522', '"vocab_size": 1000'))
   scripts = {
       "run_classifier.py": RUNNERS["run_classifier.py"] + [
           "--output_dir=%s" % (tmp_path / "out"), "--do_train"],

@@ -11,7 +11,7 @@ from bert_tf.tasks import glue, squad, swag
 from bert_tf.tasks.glue.export import export_classifier
 from bert_tf.tasks.squad.export import export_squad
 from bert_tf.tasks.swag.export import export_swag
-from helpers import TINY_CKPT, VOCAB_UNCASED, tiny_config
+from helpers import TINY, VOCAB_UNCASED, tiny_config
 
 pytestmark = pytest.mark.slow  # each test writes and loads SavedModels
 
@@ -20,7 +20,7 @@ SEQ = 32
 
 def _loaded(task_model, export, tmp_path, *args, **kwargs):
   model = task_model
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, model.encoder)
   return tf.saved_model.load(export(str(tmp_path / "export"), model, VOCAB_UNCASED, True, SEQ,
                                     *args, **kwargs))
 
@@ -117,7 +117,7 @@ def test_swag_empty_batch(tmp_path):
 def test_tfhub_encoder_and_preprocessor_empty_batch(tmp_path):
   from bert_tf.modeling import BertModel
   encoder = BertModel(tiny_config())
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, encoder)
   tfhub.export_encoder(str(tmp_path / "encoder"), encoder, VOCAB_UNCASED, True)
   tfhub.export_preprocessor(str(tmp_path / "pre"), VOCAB_UNCASED, True, seq_length=SEQ)
   hub_encoder = tf.saved_model.load(str(tmp_path / "encoder"))
@@ -139,7 +139,7 @@ def ner_export(tmp_path_factory):
   from bert_tf.tasks import ner
   from bert_tf.tasks.ner.export import export_ner
   model = ner.TokenClassifierModel(tiny_config(), num_labels=3)
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, model.encoder)
   kernel, bias = model.ner.weights
   kernel.assign(np.zeros(kernel.shape, np.float32))
   bias.assign(np.array([0.0, 0.0, 5.0], np.float32))

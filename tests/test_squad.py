@@ -11,7 +11,7 @@ from bert_tf import tokenization
 from bert_tf.data import example_codec
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import squad
-from helpers import FIXTURES, TINY_CKPT, TINY_CONFIG, VOCAB_UNCASED, run_script, tiny_config
+from helpers import FIXTURES, TINY, VOCAB_UNCASED, run_script, tiny_config
 
 DATA = FIXTURES / "squad"
 REFERENCE = json.loads((DATA / "squad_features.json").read_text())
@@ -173,10 +173,10 @@ def test_predictions_from_a_google_checkpoint_match_the_originals_logits(tokeniz
   from bert_tf.modeling import BertModel
   encoder, head = BertModel(tiny_config()), heads.SpanHead(tiny_config(), name="squad")
   head.build()
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, encoder)
   checkpoints.load_checkpoint(FIXTURES / "checkpoint" / "squad_head" / "head.ckpt", heads=[head])
   combined = checkpoints.save_checkpoint(tmp_path / "model" / "bert_model.ckpt", encoder, [head])
-  result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
+  result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY.config,
                       "--init_checkpoint=%s" % combined, "--do_predict",
                       "--predict_file=%s" % (DATA / "squad_v1_tiny.json"), "--max_seq_length=64",
                       "--doc_stride=32", "--max_query_length=16", "--n_best_size=5",
@@ -211,8 +211,8 @@ def test_predictions_from_a_google_checkpoint_match_the_originals_logits(tokeniz
 
 @pytest.mark.slow
 def test_train_predict_evaluate_v2_end_to_end(tmp_path):
-  result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
-                      "--init_checkpoint=%s" % TINY_CKPT, "--do_train", "--do_predict",
+  result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY.config,
+                      "--init_checkpoint=%s" % TINY.ckpt, "--do_train", "--do_predict",
                       "--train_file=%s" % (DATA / "squad_v2_tiny.json"),
                       "--predict_file=%s" % (DATA / "squad_v2_tiny.json"),
                       "--version_2_with_negative", "--train_batch_size=8",
@@ -227,7 +227,7 @@ def test_train_predict_evaluate_v2_end_to_end(tmp_path):
   metrics = json.loads((out / "eval_results.json").read_text())
   assert metrics["total"] == 21 and metrics["HasAns_total"] == 16 and "best_f1_thresh" in metrics
   assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-5")
-  bad = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
+  bad = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY.config,
                    "--do_train", "--train_file=%s" % (DATA / "squad_v2_tiny.json"),
                    "--max_seq_length=64", "--max_query_length=16",
                    "--output_dir=%s" % (tmp_path / "bad"))
@@ -237,8 +237,8 @@ def test_train_predict_evaluate_v2_end_to_end(tmp_path):
 @pytest.mark.slow
 def test_export_dir_writes_an_answering_savedmodel(tmp_path, script_session):
   from bert_tf import export
-  args = ["--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
-          "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=64", "--doc_stride=32",
+  args = ["--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY.config,
+          "--init_checkpoint=%s" % TINY.ckpt, "--max_seq_length=64", "--doc_stride=32",
           "--max_query_length=16", "--export_dir=%s" % (tmp_path / "export"),
           "--output_dir=%s" % (tmp_path / "out")]
   run_squad = partial(run_script, "run_squad.py", shared=script_session)
@@ -273,8 +273,8 @@ def test_get_final_text_follows_strip_accents():
 @pytest.mark.slow
 def test_v1_prediction_on_a_file_with_unanswerable_questions_scores_the_answerable_ones(tmp_path):
   """A v2.0 predict file in v1.1 mode: predictions for all 21, metrics over the 16 with answers."""
-  result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
-                      "--init_checkpoint=%s" % TINY_CKPT, "--do_predict",
+  result = _run_squad("--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY.config,
+                      "--init_checkpoint=%s" % TINY.ckpt, "--do_predict",
                       "--predict_file=%s" % (DATA / "squad_v2_tiny.json"), "--max_seq_length=64",
                       "--doc_stride=32", "--max_query_length=16",
                       "--output_dir=%s" % (tmp_path / "out"))

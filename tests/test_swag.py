@@ -9,16 +9,7 @@ import tensorflow as tf
 from bert_tf import tokenization
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import swag
-from helpers import (
-  FIXTURES,
-  PROGRAMS,
-  TINY_CKPT,
-  TINY_CONFIG,
-  VOCAB_UNCASED,
-  printed_json,
-  run_script,
-  tiny_config,
-)
+from helpers import FIXTURES, PROGRAMS, TINY, VOCAB_UNCASED, printed_json, run_script, tiny_config
 
 HEADER = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0",
           "ending1", "ending2", "ending3", "label"]
@@ -86,7 +77,7 @@ def test_training_lowers_the_loss_and_stores_the_head_under_its_documented_name(
     rows = list(csv.reader(f))
   _write(data / "test.csv", [r[:-1] for r in rows[1:4]], header=rows[0][:-1])
   common = ["--data_dir=%s" % data, "--vocab_file=%s" % VOCAB_UNCASED,
-            "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+            "--bert_config_file=%s" % TINY.config, "--init_checkpoint=%s" % TINY.ckpt,
             "--max_seq_length=48", "--eval_batch_size=8"]
   before = _run(*common, "--do_eval", "--output_dir=%s" % (tmp_path / "before"))
   assert before.returncode == 0, before.stderr
@@ -116,7 +107,7 @@ def test_export_answers_raw_text_like_the_python_path_in_a_fresh_process(tmp_pat
   from bert_tf.tasks.swag.export import export_swag
   model = swag.MultipleChoiceModel(tiny_config(), dynamic_length=True)  # the reference: full 32
   encoder, head = model.encoder, model.choice
-  checkpoints.load_checkpoint(TINY_CKPT, encoder)
+  checkpoints.load_checkpoint(TINY.ckpt, encoder)
   export_swag(str(tmp_path / "export"), model, VOCAB_UNCASED, True, 32)
   example = swag.SwagExample("x", "The cat sat on the mat. Then it",
                              ["slept.", "ran away.", "", "caf\u00e9 \u4e2d"], 0)
@@ -139,7 +130,7 @@ def test_export_answers_raw_text_like_the_python_path_in_a_fresh_process(tmp_pat
 def test_run_swag_export_dir(tmp_path):
   from bert_tf import export
   result = _run("--data_dir=%s" % tmp_path, "--vocab_file=%s" % VOCAB_UNCASED,
-                "--bert_config_file=%s" % TINY_CONFIG, "--init_checkpoint=%s" % TINY_CKPT,
+                "--bert_config_file=%s" % TINY.config, "--init_checkpoint=%s" % TINY.ckpt,
                 "--max_seq_length=32", "--export_dir=%s" % (tmp_path / "export"),
                 "--output_dir=%s" % (tmp_path / "out"))
   assert result.returncode == 0, result.stderr

@@ -17,14 +17,7 @@ from bert_tf import checkpoints, optimization, training
 from bert_tf.config import BertConfig
 from bert_tf.data import input_pipeline
 from bert_tf.tasks import glue, pretraining, squad, swag
-from helpers import (
-  FIXTURES,
-  TINY_CKPT,
-  VOCAB_UNCASED,
-  assert_float32_close,
-  float32_approx,
-  tiny_config,
-)
+from helpers import FIXTURES, TINY, VOCAB_UNCASED, assert_float32_close, float32_approx, tiny_config
 
 FORWARD = FIXTURES / "model_forward"
 NODROPOUT_CONFIG = str(FIXTURES / "optimizer" / "bert_config_nodropout.json")
@@ -88,7 +81,7 @@ CASES = {"classifier": _classifier, "regression": _regression, "squad": _squad, 
 def _model(task, head_checkpoint):
   """The task's model with the tiny reference encoder (and the reference head, if any)."""
   model = task.create_model()
-  checkpoints.load_checkpoint(TINY_CKPT, model.encoder,
+  checkpoints.load_checkpoint(TINY.ckpt, model.encoder,
                               model.heads if isinstance(task, pretraining.PretrainingTask) else ())
   if head_checkpoint is not None:
     checkpoints.load_checkpoint(head_checkpoint, heads=model.heads)

@@ -24,8 +24,7 @@ from helpers import (
   JSONL_ROUNDING,
   PROGRAMS,
   ROOT,
-  TINY_CKPT,
-  TINY_CONFIG,
+  TINY,
   VOCAB_UNCASED,
   assert_float32_close,
   printed_json,
@@ -334,25 +333,25 @@ def test_extract_features_writes_pooled_embeddings(tmp_path):
   out = tmp_path / "google.jsonl"
   result = run_script("extract_features.py", "--input_file=%s" % input_file,
                       "--output_file=%s" % out, "--pooling=mean,cls",
-                      "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY_CONFIG,
-                      "--init_checkpoint=%s" % TINY_CKPT, "--max_seq_length=12")
+                      "--vocab_file=%s" % VOCAB_UNCASED, "--bert_config_file=%s" % TINY.config,
+                      "--init_checkpoint=%s" % TINY.ckpt, "--max_seq_length=12")
   assert result.returncode == 0, result.stderr[-3000:]
   records = [json.loads(line) for line in out.read_text().splitlines()]
   from bert_tf.config import BertConfig
-  expected = reference_embeddings(TINY_CKPT, texts_a, ("mean", "cls"), False, max_seq=12,
-                                  config=BertConfig.from_json_file(TINY_CONFIG), texts_b=texts_b)
+  expected = reference_embeddings(TINY.ckpt, texts_a, ("mean", "cls"), False, max_seq=12,
+                                  config=BertConfig.from_json_file(TINY.config), texts_b=texts_b)
   # Not normalized (up to ~3): float32's resolution there, plus the 6-decimal rounding.
   assert_float32_close(np.array([r["embedding"] for r in records]), expected, ulps=16,
                        atol=JSONL_ROUNDING)
 
   for flags, words in [(["--model_dir=%s" % folder, "--pooling=cls"], "--pooling=cls"),
-                       (["--model_dir=%s" % folder, "--init_checkpoint=%s" % TINY_CKPT],
+                       (["--model_dir=%s" % folder, "--init_checkpoint=%s" % TINY.ckpt],
                         "--init_checkpoint"),
                        (["--model_dir=%s" % folder, "--layers=-1"], "--layers"),
                        (["--pooling=from_model"], "--model_dir"),
                        (["--pooling=median", "--vocab_file=%s" % VOCAB_UNCASED,
-                         "--bert_config_file=%s" % TINY_CONFIG,
-                         "--init_checkpoint=%s" % TINY_CKPT], "'median'")]:
+                         "--bert_config_file=%s" % TINY.config,
+                         "--init_checkpoint=%s" % TINY.ckpt], "'median'")]:
     result = run_script("extract_features.py", "--input_file=%s" % input_file,
                         "--output_file=%s" % (tmp_path / "x.jsonl"), *flags)
     assert result.returncode == 2, result.stderr[-2000:]
