@@ -393,6 +393,23 @@ def test_each_problem_type_trains_predicts_names_and_exports_the_same_answers(
   np.testing.assert_allclose(answer["probabilities"], expected, atol=1e-5)
   assert [x.decode() for x in answer["labels"]] == [lines[0]["label"], lines[3]["label"]]
 
+  record = json.load(open(out / "classifier_labels.json"))
+  assert record["correct_class_weights"] is True  # the default when training with weights
+  # Without the correction the same model leans toward the up-weighted label: its
+  # probabilities are the corrected ones times the weights, renormalised.
+  raw = run("--predict_file=" + single, "--vocab_file=" + VOCAB_UNCASED,
+            "--bert_config_file=" + TINY.config, "--max_seq_length=16", "--do_predict",
+            "--output_dir=%s" % out, "--id_column=id", "--nocorrect_class_weights")
+  assert raw.returncode == 0, raw.stderr[-3000:]
+  assert ("Class weights kept in the probabilities at evaluation, prediction and export "
+          "(--correct_class_weights)") in raw.stderr
+  assert "correct_class_weights changed from true to false" in raw.stderr
+  w = np.array(record["class_weights"])
+  corrected = np.array([list(p["probabilities"].values()) for p in lines])
+  leaning = (corrected * w) / (corrected * w).sum(-1, keepdims=True)
+  np.testing.assert_allclose([list(p["probabilities"].values()) for p in _predictions(
+      out / "predictions.jsonl")], leaning, rtol=1e-4, atol=1e-6)
+
   # Predicting again from the run reads its label order, not the file's sorted one.
   os.remove(out / "predictions.jsonl")
   again = run("--predict_file=" + single, "--vocab_file=" + VOCAB_UNCASED,
@@ -481,11 +498,11 @@ def test_a_run_that_does_not_train_reads_the_recorded_labels(tmp_path):
       labels.from_trained, str(out), str(glue_run / "model.ckpt-3"), None, None, False)
   labels.write(str(out), labels.Schema("multi_label", ["b", "a"], [2.0, 1.0]), threshold=0.75)
   assert labels.from_trained(str(out), None, None, ["a", "b"]) == labels.Schema(
-      "multi_label", ["b", "a"], [2.0, 1.0], threshold=0.75)
+      "multi_label", ["b", "a"], [2.0, 1.0], threshold=0.75, correct_weights=False)
   _state(out, labels.Schema("multi_label", ["b", "a"], [2.0, 1.0]).record())
   # From --init_checkpoint elsewhere: the state's settings, and the threshold beside them.
   assert labels.from_trained(str(tmp_path / "new"), str(out / "model.ckpt-1"), None, None) == (
-      labels.Schema("multi_label", ["b", "a"], [2.0, 1.0], threshold=0.75))
+      labels.Schema("multi_label", ["b", "a"], [2.0, 1.0], threshold=0.75, correct_weights=False))
   assert "--problem_type=regression, but the model was trained as multi_label" in _error(
       labels.from_trained, str(out), None, "regression", None)
   assert "--labels=a,c are not the labels the model was trained on (b,a" in _error(
@@ -597,6 +614,107 @@ def test_the_model_losses_use_the_weights_and_survive_its_config():
   np.testing.assert_allclose(losses["classification"], [1.0])
 
 
+def _tiny_model(**kwargs):
+  from bert_tf.config import BertConfig
+  from bert_tf.tasks.own_data import model
+  return model.OwnDataModel(BertConfig.from_json_file(TINY.config), **kwargs)
+
+
+def _uncorrected_logits(model, features):
+  """The logits of `model`'s weights without the correction (what training computes, less its
+  dropout)."""
+  model.correct_class_weights = False
+  try:
+    return np.asarray(model(features, training=False))
+  finally:
+    model.correct_class_weights = True
+
+
+def _features(rows=2, seq=6):
+  ids = np.arange(100, 100 + rows * seq, dtype=np.int32).reshape(rows, seq)
+  return {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+          "input_type_ids": np.zeros_like(ids)}
+
+
+def test_corrected_class_weights_give_the_data_shares_at_inference_only():
+  """Trained with weights w, a model's odds are the data's times w; corrected inference divides
+  them back: single_label p_j / w_j renormalised, multi_label each label's odds / w_j. Training
+  logits stay the weighted model's (training=True is never shifted: own_data/model.py), and
+  the setting survives the model's config."""
+  w = [4.0, 0.5, 1.0]
+  single = _tiny_model(num_labels=3, class_weights=w, correct_class_weights=True)
+  features = _features()
+  corrected = np.asarray(single(features, training=False))
+  raw = _uncorrected_logits(single, features)
+  p = np.exp(raw) / np.exp(raw).sum(-1, keepdims=True)
+  expected = (p / w) / (p / w).sum(-1, keepdims=True)
+  got = np.exp(corrected) / np.exp(corrected).sum(-1, keepdims=True)
+  np.testing.assert_allclose(got, expected, rtol=1e-5)
+  again = type(single).from_config(single.get_config())
+  assert again.correct_class_weights and again.logit_shift == pytest.approx(
+      [-math.log(4), math.log(2), 0.0])
+  plain = _tiny_model(num_labels=3, class_weights=w)
+  assert plain.logit_shift is None and "correct_class_weights" not in plain.get_config()
+
+  multi = _tiny_model(num_labels=2, problem_type="multi_label", class_weights=[3.0, 1.0],
+                      correct_class_weights=True)
+  corrected = np.asarray(multi(features, training=False))
+  raw = _uncorrected_logits(multi, features)
+  np.testing.assert_allclose(np.exp(corrected), np.exp(raw) / [3.0, 1.0], rtol=1e-5)
+
+  # Training sees the weighted model's logits: with every dropout off, training=True gives the
+  # uncorrected ones.
+  import dataclasses
+  config = dataclasses.replace(multi.config, hidden_dropout_prob=0.0,
+                               attention_probs_dropout_prob=0.0)
+  quiet = type(multi).from_config(dict(multi.get_config(), config=config.to_dict()))
+  quiet(features, training=False)
+  quiet.set_weights(multi.get_weights())
+  quiet.classifier.dropout.rate = 0.0
+  np.testing.assert_allclose(np.asarray(quiet(features, training=True)), raw, rtol=1e-5,
+                             atol=1e-6)
+
+
+def test_corrected_eval_loss_is_the_unweighted_one():
+  from bert_tf.tasks.own_data import model
+  logits = np.array([[0.0, math.log(3.0)]], np.float32)
+  labels = {"label_ids": np.array([[0]])}
+  for correct, expected in ((True, math.log(4)), (False, 2 * math.log(4))):
+    net = _tiny_model(num_labels=2, class_weights=[2.0, 0.5], correct_class_weights=correct)
+    task = model.OwnDataTask.__new__(model.OwnDataTask)
+    losses = task.eval_losses(net, logits, labels)
+    np.testing.assert_allclose(losses["classification"], [expected], rtol=1e-6)
+
+
+def test_the_correction_is_recorded_with_the_weights_and_old_records_read_uncorrected():
+  from bert_tf.tasks.own_data import labels
+  weighted = labels.Schema("single_label", ["a", "b"], [2.0, 0.5], correct_weights=True)
+  assert weighted.record()["correct_class_weights"] is True
+  assert "correct_class_weights" not in labels.Schema("single_label", ["a", "b"]).record()
+  assert labels._schema(weighted.record()).correct_weights is True
+  before = {"problem_type": "single_label", "labels": ["a", "b"], "class_weights": [2.0, 0.5]}
+  assert labels._schema(before).correct_weights is False  # recorded before it existed
+
+
+def test_hugging_face_conversion_folds_the_correction_into_the_bias():
+  import collections
+
+  from bert_tf.checkpoints import hf_files
+  state = collections.OrderedDict(
+      [("bert.pooler.dense.bias", np.zeros(2, np.float32)),
+       ("classifier.bias", np.array([0.5, -1.0], np.float32))])
+  recorded = {"class_weights": [4.0, 0.5], "correct_class_weights": True}
+  folded = hf_files.with_class_weights_corrected(state, recorded)
+  np.testing.assert_allclose(folded["classifier.bias"], [0.5 - math.log(4), -1.0 + math.log(2)],
+                             rtol=1e-6)
+  assert folded["classifier.bias"].dtype == np.float32 and list(folded) == list(state)
+  assert hf_files.with_class_weights_corrected(
+      state, dict(recorded, correct_class_weights=False)) is state
+  assert "2 class weights for a classifier of 3 labels" in _error(
+      hf_files.with_class_weights_corrected,
+      {"classifier.bias": np.zeros(3, np.float32)}, recorded)
+
+
 # --long_document=windows on your own files.
 
 def test_multi_label_pooling_is_per_label_in_numpy_and_in_graph():
@@ -660,8 +778,8 @@ def _own_hooks(options, **values):
   flags = dict(train_file=None, eval_file=None, predict_file=None, text_column="text",
                text_b_column=None, label_column="label", id_column=None, labels=None,
                problem_type=None, label_delimiter="|", threshold=None, class_weights="none",
-               long_document="windows", doc_stride=None, window_pooling=None,
-               window_training=None, max_train_windows=None)
+               correct_class_weights=None, long_document="windows", doc_stride=None,
+               window_pooling=None, window_training=None, max_train_windows=None)
   flags.update(values)
   return OwnDataHooks(types.SimpleNamespace(**flags), options)
 
@@ -706,7 +824,12 @@ def test_own_windows_single_label_records_pooling_and_weighted_loss(tmp_path):
   # Row 0 (pos, weight 0.5): -log softmax([2, 1])[1]; row 1 (neg, 2): -log softmax([0, 2])[0].
   by_hand = (0.5 * math.log1p(math.e) + 2 * math.log1p(math.exp(2))) / 2
   assert hooks.pooled_loss(run, examples, {"logits": logits}) == pytest.approx(by_hand, rel=1e-6)
+  run.trainer.model.correct_class_weights = True  # the eval loss leaves the weights out
+  unweighted = (math.log1p(math.e) + math.log1p(math.exp(2))) / 2
+  assert hooks.pooled_loss(run, examples, {"logits": logits}) == pytest.approx(unweighted,
+                                                                               rel=1e-6)
   settings = hooks.settings(run)
+  assert settings["correct_class_weights"] is True  # the default of a training run
   assert {k: settings[k] for k in ("long_document", "doc_stride", "window_pooling",
                                    "window_training", "max_train_windows")} == {
       "long_document": "windows", "doc_stride": 4, "window_pooling": "mean",

@@ -216,6 +216,23 @@ def problem_type(architecture, num_labels, recorded):
   return REGRESSION if num_labels == 1 else None
 
 
+def with_class_weights_corrected(state, recorded):
+  """The state with the classifier's bias minus log(class weight) when its run recorded
+  correct_class_weights (run_classifier on your own file): transformers then answers with the
+  corrected logits bert_tf's evaluation and exports give (tasks/own_data/weights.py)."""
+  weights = recorded.get("class_weights")
+  bias = state.get("classifier.bias")
+  if not (weights and recorded.get("correct_class_weights")) or bias is None:
+    return state
+  if len(weights) != bias.shape[0]:
+    raise UserInputError("The run's settings record %d class weights for a classifier of %d "
+                         "labels: the settings are not this checkpoint's." %
+                         (len(weights), bias.shape[0]))
+  shifted = (bias.astype(np.float64) - np.log(np.asarray(weights, np.float64))).astype(bias.dtype)
+  return collections.OrderedDict((k, shifted if k == "classifier.bias" else v)
+                                 for k, v in state.items())
+
+
 def write_hf_folder(folder, variables, config, vocab_file, do_lower_case, strip_accents=None,
                     source="checkpoint", recorded=None):
   """Writes config.json, model.safetensors, vocab.txt, tokenizer_config.json. `recorded`:
@@ -227,6 +244,7 @@ def write_hf_folder(folder, variables, config, vocab_file, do_lower_case, strip_
   """
   recorded = recorded or {}
   state, architecture, num_labels = hf_state.google_to_hf(variables, config, source)
+  state = with_class_weights_corrected(state, recorded)
   labels = recorded.get("labels")
   hf_config = config.to_hf_dict(architecture, num_labels,
                                 labels if isinstance(labels, list) else None)

@@ -229,10 +229,14 @@ class Task:
   def eval_batch(self, model, features):
     """From one forward pass: metric (sum, count) pairs, loss numerators, predictions."""
     outputs = model(self.model_features(features), training=False)
-    losses = model.per_example_losses(outputs, features)
+    losses = self.eval_losses(model, outputs, features)
     weights = self.loss_weights(features)
     return (self.metrics(outputs, features, losses, weights), loss_numerators(losses, weights),
             self.predictions(outputs, features))
+
+  def eval_losses(self, model, outputs, features):
+    """The eval loss of each example: the training loss, unless a task says otherwise."""
+    return model.per_example_losses(outputs, features)
 
   def predict_batch(self, model, features):
     return self.predictions(model(self.model_features(features), training=False), features)

@@ -32,11 +32,12 @@ from bert_tf.errors import UserInputError, io_reason
 
 # Settings a resumed run may change: they do not alter the saved state or the data order
 # up to where it stopped (more epochs or steps continue the same schedule's data; logging
-# and saving cadence are bookkeeping; how a classifier pools its windows' logits is applied
-# at evaluation and prediction only).
+# and saving cadence are bookkeeping; how a classifier pools its windows' logits, and whether
+# it takes its class weights back off them, apply at evaluation and prediction only).
 CHANGEABLE_SETTINGS = ("num_train_epochs", "num_train_steps", "save_checkpoints_steps",
                        "iterations_per_loop",
-                       "window_pooling", "window_no_label")  # pooling: logged
+                       "window_pooling", "window_no_label",  # pooling: logged
+                       "correct_class_weights")
 # Settings a run records only when they are not the default (every state saved before
 # they existed was made with the default): absent, on either side, compares as the default.
 # (window_training: states saved before it was recorded trained every window on its own.)

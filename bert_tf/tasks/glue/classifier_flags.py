@@ -12,7 +12,8 @@ from bert_tf.tasks.own_data import labels as own_labels
 
 OWN_FILES = ("train_file", "eval_file", "predict_file")
 OWN_FLAGS = ("text_column", "text_b_column", "label_column", "id_column", "labels",
-             "problem_type", "label_delimiter", "threshold", "class_weights")
+             "problem_type", "label_delimiter", "threshold", "class_weights",
+             "correct_class_weights")
 GLUE_FLAGS = ("data_dir", "write_glue_submission", "xnli_language")
 
 
@@ -116,6 +117,14 @@ def _define_own_data_flags(m):
       "class_weights", "none",
       "With --train_file...: none, balanced (from the training label counts) or one weight per "
       "label, comma-separated, in label order.", module_name=m)
+  flags.DEFINE_bool(
+      "correct_class_weights", None,
+      "With --class_weights: take the weights back off each label's logit (minus log weight) "
+      "at evaluation, prediction and export, so the probabilities are those of the data's "
+      "own label shares and the weights act on training only; false answers with the "
+      "weighted model's probabilities, which lean toward the up-weighted labels (more recall, "
+      "less precision), as scikit-learn's class_weight does (default: true when training, "
+      "else the training run's; docs/runners.md has the measurements).", module_name=m)
 
 
 def reads_own_files(values=flags.FLAGS):

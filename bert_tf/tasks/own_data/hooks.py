@@ -110,10 +110,22 @@ class OwnDataHooks(WindowHooks):
     (a run that does not train fails here when there are no labels to predict with)."""
     f, o, pair = self.flags, self.options, self.columns.text_b is not None
     if o.do_train:
-      return own_labels.from_training(self.path("train"), self.rows("train"), f.problem_type,
-                                      self.given, f.label_delimiter, f.class_weights, pair)
-    return own_labels.from_trained(o.output_dir, o.init_checkpoint, f.problem_type, self.given,
-                                   pair)
+      schema = own_labels.from_training(self.path("train"), self.rows("train"), f.problem_type,
+                                        self.given, f.label_delimiter, f.class_weights, pair)
+    else:
+      schema = own_labels.from_trained(o.output_dir, o.init_checkpoint, f.problem_type,
+                                       self.given, pair)
+    if not schema.class_weights:
+      return schema
+    # --correct_class_weights, else the trained model's (a run that does not train), else on.
+    correct = f.correct_class_weights
+    if correct is None:
+      correct = True if o.do_train else schema.correct_weights
+    logging.info("Class weights %s at evaluation, prediction and export (%s).",
+                 "taken back off the logits" if correct else "kept in the probabilities",
+                 "--correct_class_weights" if f.correct_class_weights is not None
+                 else "the default" if o.do_train else "as the model was trained")
+    return dataclasses.replace(schema, correct_weights=bool(correct))
 
   def schema(self):
     """The run's schema, decided when the hooks were built."""
@@ -156,7 +168,8 @@ class OwnDataHooks(WindowHooks):
   def make_task(self, run):
     schema = self.schema()
     return own_data.OwnDataTask(run.config, schema.num_labels, schema.problem_type,
-                                schema.class_weights, windows=self.windows,
+                                schema.class_weights, bool(schema.correct_weights),
+                                windows=self.windows,
                                 max_seq_length=run.options.max_seq_length,
                                 **run.options.task_options())
 
@@ -210,14 +223,15 @@ class OwnDataHooks(WindowHooks):
     return pooled if problem_type == "regression" else 1 / (1 + np.exp(-pooled))
 
   def pooled_loss(self, run, examples, outputs):
-    """eval_loss per row, as without windows: the model's loss (with its class weights) on
-    each row's pooled logits, averaged over the rows."""
+    """eval_loss per row, as without windows: the model's eval loss (its class weights
+    unless it corrects them) on each row's pooled logits, averaged over the rows."""
     schema = self.schema()
     pooled = self.row_logits(run, examples, outputs).astype(np.float32)
     label_ids = np.array([own_features.label_ids(row.label, schema.problem_type, schema.labels)
                           for row in examples])
-    losses = run.trainer.model.per_example_losses(
-        pooled.reshape(len(examples), -1), {"label_ids": label_ids})["classification"]
+    model = run.trainer.model
+    losses = model.per_example_losses(pooled.reshape(len(examples), -1), {"label_ids": label_ids},
+                                      weighted=not model.correct_class_weights)["classification"]
     return float(np.mean(np.asarray(losses, np.float64)))
 
   def postprocess_eval(self, run, examples, result, outputs, records=None):

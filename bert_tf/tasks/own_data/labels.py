@@ -42,17 +42,23 @@ class Schema:
   order of its output rows (None for regression), the class weights of its loss and whether it
   reads text pairs (--text_b_column; None: not recorded). `threshold`: the multi-label
   --threshold it was trained with, and `no_label`: its presence label (`presence_label`; None
-  without one), LABELS_FILE only: neither is a setting of the weights."""
+  without one), LABELS_FILE only: neither is a setting of the weights. `correct_weights`:
+  with class weights, whether inference takes them back off the logits (weights.logit_shift;
+  recorded with the weights, False for runs recorded before it existed)."""
   problem_type: str
   labels: Optional[list]
   class_weights: Optional[list] = None
   text_pair: Optional[bool] = None
   threshold: Optional[float] = None
   no_label: Optional[str] = None
+  correct_weights: Optional[bool] = None
 
   def record(self):
-    return {"problem_type": self.problem_type, "labels": self.labels,
-            "class_weights": self.class_weights, "text_pair": self.text_pair}
+    record = {"problem_type": self.problem_type, "labels": self.labels,
+              "class_weights": self.class_weights, "text_pair": self.text_pair}
+    if self.class_weights:
+      record["correct_class_weights"] = bool(self.correct_weights)
+    return record
 
   @property
   def num_labels(self):
@@ -201,9 +207,11 @@ def _schema(record):
   no_label = record.get("no_label")
   if no_label is not None and (not labels or str(no_label) not in map(str, labels)):
     raise ValueError("no_label %r is not one of the labels" % (no_label,))
+  class_weights = record.get("class_weights")
   return Schema(record["problem_type"], None if labels is None else [str(x) for x in labels],
-                record.get("class_weights"), record.get("text_pair"), threshold,
-                None if no_label is None else str(no_label))
+                class_weights, record.get("text_pair"), threshold,
+                None if no_label is None else str(no_label),
+                bool(record.get("correct_class_weights")) if class_weights else None)
 
 
 def from_trained(output_dir, init_checkpoint, problem_type, given, text_pair=None):

@@ -7,7 +7,9 @@ positive term times its weight (PyTorch's BCEWithLogitsLoss pos_weight); regress
 error (STS-B's). The loss is then averaged over the real examples, as Keras' class_weight does.
 With --long_document=windows trained by document, the loss (and its class weights) is on the
 document's pooled logits (ClassifierModel.call_documents), a multi-label run pooling each
-label's logit on its own.
+label's logit on its own. With `correct_class_weights`, inference (training=False) takes each
+row's or window's logits back to the data's label shares (weights.logit_shift), and the eval
+loss is the unweighted one of those logits.
 """
 
 from keras import ops
@@ -15,6 +17,7 @@ from keras import ops
 from bert_tf import layers
 from bert_tf.tasks import base
 from bert_tf.tasks.glue.model import ClassificationTask, ClassifierModel
+from bert_tf.tasks.own_data.weights import logit_shift
 
 
 def weighted_softmax_cross_entropy(logits, label_ids, class_weights=None):
@@ -45,13 +48,16 @@ def weighted_sigmoid_cross_entropy(logits, targets, pos_weights=None):
 @layers.serializable
 class OwnDataModel(ClassifierModel):
   """ClassifierModel with the loss of `problem_type` and optional `class_weights` (one per
-  label: single_label class weights, multi_label positive weights)."""
+  label: single_label class weights, multi_label positive weights); `correct_class_weights`:
+  inference logits shifted by weights.logit_shift."""
 
   def __init__(self, config, use_one_hot_embeddings=False, dtype=None, num_labels=2,
-               problem_type="single_label", class_weights=None, **kwargs):
+               problem_type="single_label", class_weights=None, correct_class_weights=False,
+               **kwargs):
     kwargs.pop("regression", None)  # from get_config: problem_type says it
     self.problem_type = problem_type
     self.class_weights = None if class_weights is None else [float(w) for w in class_weights]
+    self.correct_class_weights = bool(correct_class_weights)
     super().__init__(config, use_one_hot_embeddings, dtype=dtype, num_labels=num_labels,
                      regression=problem_type == "regression", **kwargs)
 
@@ -59,15 +65,34 @@ class OwnDataModel(ClassifierModel):
   def multi_label(self):
     return self.problem_type == "multi_label"
 
-  def get_config(self):
-    return {**super().get_config(), "problem_type": self.problem_type,
-            "class_weights": self.class_weights}
+  @property
+  def logit_shift(self):
+    """What inference adds to the logits (None: nothing)."""
+    return logit_shift(self.class_weights) if self.correct_class_weights else None
 
-  def per_example_losses(self, logits, features):
+  def get_config(self):
+    config = {**super().get_config(), "problem_type": self.problem_type,
+              "class_weights": self.class_weights}
+    if self.correct_class_weights:
+      config["correct_class_weights"] = True
+    return config
+
+  def call(self, features, training=False):
+    """ClassifierModel's logits; at inference with a logit_shift, shifted. Documents' windows
+    come back through here (call_documents), so each window is shifted once, before pooling."""
+    logits = super().call(features, training)
+    shift = self.logit_shift
+    if training or shift is None or len(features["input_word_ids"].shape) == 3:
+      return logits
+    return logits + ops.convert_to_tensor(shift, logits.dtype)
+
+  def per_example_losses(self, logits, features, weighted=True):
+    """The loss of each example; `weighted=False` leaves the class weights out."""
+    weights = self.class_weights if weighted else None
     if self.problem_type == "multi_label":
-      loss = weighted_sigmoid_cross_entropy(logits, features["label_ids"], self.class_weights)
+      loss = weighted_sigmoid_cross_entropy(logits, features["label_ids"], weights)
     elif self.problem_type == "single_label":
-      loss = weighted_softmax_cross_entropy(logits, features["label_ids"], self.class_weights)
+      loss = weighted_softmax_cross_entropy(logits, features["label_ids"], weights)
     else:
       return super().per_example_losses(logits, features)
     return {"classification": loss}
@@ -80,17 +105,25 @@ class OwnDataTask(ClassificationTask):
 
   model_class = OwnDataModel
 
-  def __init__(self, config, num_labels, problem_type, class_weights=None, **options):
+  def __init__(self, config, num_labels, problem_type, class_weights=None,
+               correct_class_weights=False, **options):
     super().__init__(config, num_labels, problem_type == "regression", **options)
     self.problem_type = problem_type
     self.class_weights = class_weights
+    self.correct_class_weights = correct_class_weights
 
   def model_args(self):
     args = {"num_labels": self.num_labels, "problem_type": self.problem_type,
-            "class_weights": self.class_weights}
+            "class_weights": self.class_weights,
+            "correct_class_weights": self.correct_class_weights}
     if self.windows:
       args.update(window_pooling=self.windows.pooling, window_no_label=self.windows.no_label)
     return args
+
+  def eval_losses(self, model, outputs, features):
+    """With corrected logits, the unweighted loss: the weights were for training only."""
+    return model.per_example_losses(outputs, features,
+                                    weighted=not model.correct_class_weights)
 
   def metrics(self, logits, features, losses, weights):
     if self.problem_type != "multi_label":

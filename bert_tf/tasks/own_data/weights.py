@@ -5,6 +5,12 @@ rows / (labels * rows of the label) (scikit-learn's "balanced"). multi_label: a 
 multiplies the loss of its positive targets; balanced is the label's negative rows over its
 positive rows (PyTorch's suggestion for BCEWithLogitsLoss pos_weight). A label with no training
 row (or, multi-label, on every row) gets 1.0.
+
+Training with weights makes the model's odds of label j those of the data times w_j (Elkan,
+"The Foundations of Cost-Sensitive Learning", 2001), so its probabilities lean toward the
+up-weighted labels. --correct_class_weights (default on) takes log(w_j) back off each logit at
+evaluation, prediction and export (`logit_shift`): the weights then shape what the encoder
+learns, and the probabilities and the 0.5 / argmax decision are the data's own.
 """
 
 import math
@@ -32,6 +38,15 @@ def class_weights(spec, problem_type, labels, rows):
                          "numbers, one per label in the order %s." %
                          (spec, len(labels), ",".join(labels)))
   return weights
+
+
+def logit_shift(class_weights):
+  """What corrected inference adds to each label's logit: -log(w) (None without weights).
+  single_label: softmax(logits - log w) is p_j / w_j renormalised; multi_label: a label's odds
+  divided by its positive weight."""
+  if not class_weights:
+    return None
+  return [-math.log(float(w)) for w in class_weights]
 
 
 def balanced(problem_type, labels, rows):
