@@ -694,6 +694,26 @@ def test_the_correction_is_recorded_with_the_weights_and_old_records_read_uncorr
   assert labels._schema(weighted.record()).correct_weights is True
   before = {"problem_type": "single_label", "labels": ["a", "b"], "class_weights": [2.0, 0.5]}
   assert labels._schema(before).correct_weights is False  # recorded before it existed
+  with pytest.raises(ValueError, match="'false' is not true or false"):  # a hand-edited file
+    labels._schema(dict(before, correct_class_weights="false"))
+
+
+def test_correct_class_weights_without_weights_says_it_does_nothing(tmp_path, caplog):
+  import logging
+
+  from bert_tf.runner import RunOptions
+  caplog.set_level(logging.WARNING, logger="absl")
+  path = _write(tmp_path, "s.csv", "text,label\na b,x\nc,y\n")
+  options = RunOptions(max_seq_length=8, do_train=True, output_dir=str(tmp_path / "out"))
+  hooks = _own_hooks(options, train_file=path, long_document="truncate",
+                     correct_class_weights=False)
+  assert hooks.schema().correct_weights is None
+  assert "--correct_class_weights does nothing here: this run trains without --class_weights" \
+      in caplog.text
+  caplog.clear()
+  weighted = _own_hooks(options, train_file=path, long_document="truncate", class_weights="2,1",
+                        correct_class_weights=False)
+  assert weighted.schema().correct_weights is False and "does nothing" not in caplog.text
 
 
 def test_hugging_face_conversion_folds_the_correction_into_the_bias():

@@ -116,6 +116,10 @@ class OwnDataHooks(WindowHooks):
       schema = own_labels.from_trained(o.output_dir, o.init_checkpoint, f.problem_type,
                                        self.given, pair)
     if not schema.class_weights:
+      if f.correct_class_weights is not None:
+        logging.warning("--correct_class_weights does nothing here: %s.",
+                        "this run trains without --class_weights" if o.do_train
+                        else "the model was trained without class weights")
       return schema
     # --correct_class_weights, else the trained model's (a run that does not train), else on.
     correct = f.correct_class_weights

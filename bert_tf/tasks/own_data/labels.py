@@ -207,11 +207,13 @@ def _schema(record):
   no_label = record.get("no_label")
   if no_label is not None and (not labels or str(no_label) not in map(str, labels)):
     raise ValueError("no_label %r is not one of the labels" % (no_label,))
-  class_weights = record.get("class_weights")
+  class_weights, correct = record.get("class_weights"), record.get("correct_class_weights")
+  if correct is not None and not isinstance(correct, bool):
+    raise ValueError("correct_class_weights %r is not true or false" % (correct,))
   return Schema(record["problem_type"], None if labels is None else [str(x) for x in labels],
                 class_weights, record.get("text_pair"), threshold,
                 None if no_label is None else str(no_label),
-                bool(record.get("correct_class_weights")) if class_weights else None)
+                bool(correct) if class_weights else None)
 
 
 def from_trained(output_dir, init_checkpoint, problem_type, given, text_pair=None):
