@@ -698,6 +698,21 @@ def test_the_correction_is_recorded_with_the_weights_and_old_records_read_uncorr
     labels._schema(dict(before, correct_class_weights="false"))
 
 
+def test_the_training_file_is_read_once(tmp_path, monkeypatch):
+  from bert_tf.runner import RunOptions
+  path = _write(tmp_path, "t.csv", "text,label\na b,x\nc,y\n")
+  reads = []
+  real = data.read_rows
+  monkeypatch.setattr(data, "read_rows", lambda p, *a: reads.append(p) or real(p, *a))
+  options = RunOptions(max_seq_length=8, do_train=True, do_eval=True,
+                       output_dir=str(tmp_path / "out"))
+  hooks = _own_hooks(options, train_file=path, eval_file=path, long_document="truncate")
+  train = hooks.read_examples(None, "train")
+  assert [r.label for r in train] == ["x", "y"] and reads == [path]
+  hooks.read_examples(None, "eval")  # another split is its own read
+  assert reads == [path, path]
+
+
 def test_correct_class_weights_without_weights_says_it_does_nothing(tmp_path, caplog):
   import logging
 

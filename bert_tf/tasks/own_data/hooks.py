@@ -38,6 +38,8 @@ class OwnDataHooks(WindowHooks):
     own_data_files.check_distinct_columns(columns)
     self.given = own_data_files.from_flag(f.labels)
     self.check_files(options)
+    # The training file is read once: its rows decide the schema and are the examples.
+    self._training_rows = self.read_rows("train") if options.do_train else None
     self._schema = self.read_schema()
 
   def check_files(self, options):
@@ -101,7 +103,13 @@ class OwnDataHooks(WindowHooks):
     return getattr(self.flags, self.FILES[split])
 
   def rows(self, split):
-    """The rows of the split's file, labels as the file holds them."""
+    """The rows of the split's file, labels as the file holds them (the training file's as
+    read when the hooks were built)."""
+    if split == "train" and self._training_rows is not None:
+      return self._training_rows
+    return self.read_rows(split)
+
+  def read_rows(self, split):
     return own_data_files.read_rows(self.path(split), self.columns, "--" + self.FILES[split],
                                     split != "predict")
 
