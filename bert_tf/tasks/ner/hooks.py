@@ -20,15 +20,17 @@ class NerHooks(runner.TaskHooks):
   eval_with_predictions = True  # conlleval needs each word's prediction
 
   def __init__(self, task_flags, options):
-    """The run's labels are decided here, from the training file (read once more by
-    read_examples) or the trained model: a run without labels to predict with stops now."""
+    """The run's labels are decided here, from the training file (whose documents are kept
+    for read_examples) or the trained model: a run without labels to predict with stops now."""
     super().__init__(task_flags, options)
     self.labels = ner.RunLabels(task_flags.labels, task_flags.tag_scheme)
     self.files = {split: ner.split_file(task_flags.data_dir, ner.RUN_SPLITS[split])
                   for split, action in runner.SPLITS if getattr(options, action)}
+    self._training_documents = None
     if options.do_train:
       path = self.files["train"]
-      self.labels.use_training_file(path, ner.read_conll(path), options.output_dir)
+      self._training_documents = ner.read_conll(path)
+      self.labels.use_training_file(path, self._training_documents, options.output_dir)
     else:
       self.trained_labels(options)
 
@@ -50,7 +52,8 @@ class NerHooks(runner.TaskHooks):
   def read_examples(self, run, split):
     """The documents of `split`'s file, their tags checked against the labels."""
     path = self.files[split]
-    documents = ner.read_conll(path)
+    documents = (self._training_documents if split == "train" and self._training_documents
+                 is not None else ner.read_conll(path))
     self.labels.check_tags(path, documents, NEEDS_TAGS.get(split))
     return documents
 
