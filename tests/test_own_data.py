@@ -14,7 +14,7 @@ from bert_tf.errors import UserInputError
 from bert_tf.runner.run_lock import LOCK_NAME
 from bert_tf.tasks.own_data import data, metrics, postprocess, weights
 from bert_tf.tasks.own_data.data import Columns
-from helpers import TINY, VOCAB_UNCASED, run_script
+from helpers import TINY, VOCAB_UNCASED, run_script, tiny_config
 
 COLUMNS = Columns()
 
@@ -615,9 +615,8 @@ def test_the_model_losses_use_the_weights_and_survive_its_config():
 
 
 def _tiny_model(**kwargs):
-  from bert_tf.config import BertConfig
   from bert_tf.tasks.own_data import model
-  return model.OwnDataModel(BertConfig.from_json_file(TINY.config), **kwargs)
+  return model.OwnDataModel(tiny_config(), **kwargs)
 
 
 def _uncorrected_logits(model, features):
@@ -676,13 +675,11 @@ def test_corrected_class_weights_give_the_data_shares_at_inference_only():
 
 
 def test_corrected_eval_loss_is_the_unweighted_one():
-  from bert_tf.tasks.own_data import model
   logits = np.array([[0.0, math.log(3.0)]], np.float32)
   labels = {"label_ids": np.array([[0]])}
   for correct, expected in ((True, math.log(4)), (False, 2 * math.log(4))):
     net = _tiny_model(num_labels=2, class_weights=[2.0, 0.5], correct_class_weights=correct)
-    task = model.OwnDataTask.__new__(model.OwnDataTask)
-    losses = task.eval_losses(net, logits, labels)
+    losses = net.eval_losses(logits, labels)
     np.testing.assert_allclose(losses["classification"], [expected], rtol=1e-6)
 
 

@@ -152,6 +152,10 @@ class TaskModel(keras.Model):
     """{term: [N] float32 losses} of the model's outputs against the features' labels."""
     raise NotImplementedError
 
+  def eval_losses(self, outputs, features):
+    """The losses evaluation reports: the training loss, unless a model says otherwise."""
+    return self.per_example_losses(outputs, features)
+
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
     """The task's loss over the batch `x` (features with labels; `y_pred` = self(x)).
 
@@ -229,14 +233,10 @@ class Task:
   def eval_batch(self, model, features):
     """From one forward pass: metric (sum, count) pairs, loss numerators, predictions."""
     outputs = model(self.model_features(features), training=False)
-    losses = self.eval_losses(model, outputs, features)
+    losses = model.eval_losses(outputs, features)
     weights = self.loss_weights(features)
     return (self.metrics(outputs, features, losses, weights), loss_numerators(losses, weights),
             self.predictions(outputs, features))
-
-  def eval_losses(self, model, outputs, features):
-    """The eval loss of each example: the training loss, unless a task says otherwise."""
-    return model.per_example_losses(outputs, features)
 
   def predict_batch(self, model, features):
     return self.predictions(model(self.model_features(features), training=False), features)

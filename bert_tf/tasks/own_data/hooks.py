@@ -241,9 +241,8 @@ class OwnDataHooks(WindowHooks):
     pooled = self.row_logits(run, examples, outputs).astype(np.float32)
     label_ids = np.array([own_features.label_ids(row.label, schema.problem_type, schema.labels)
                           for row in examples])
-    model = run.trainer.model
-    losses = model.per_example_losses(pooled.reshape(len(examples), -1), {"label_ids": label_ids},
-                                      weighted=not model.correct_class_weights)["classification"]
+    losses = run.trainer.model.eval_losses(pooled.reshape(len(examples), -1),
+                                           {"label_ids": label_ids})["classification"]
     return float(np.mean(np.asarray(losses, np.float64)))
 
   def postprocess_eval(self, run, examples, result, outputs, records=None):

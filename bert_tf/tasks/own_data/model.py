@@ -97,6 +97,10 @@ class OwnDataModel(ClassifierModel):
       return super().per_example_losses(logits, features)
     return {"classification": loss}
 
+  def eval_losses(self, logits, features):
+    """With corrected logits, the unweighted loss: the weights were for training only."""
+    return self.per_example_losses(logits, features, weighted=not self.correct_class_weights)
+
 
 class OwnDataTask(ClassificationTask):
   """The task of a run on the user's file: eval_loss (and eval_accuracy for single_label),
@@ -119,11 +123,6 @@ class OwnDataTask(ClassificationTask):
     if self.windows:
       args.update(window_pooling=self.windows.pooling, window_no_label=self.windows.no_label)
     return args
-
-  def eval_losses(self, model, outputs, features):
-    """With corrected logits, the unweighted loss: the weights were for training only."""
-    return model.per_example_losses(outputs, features,
-                                    weighted=not model.correct_class_weights)
 
   def metrics(self, logits, features, losses, weights):
     if self.problem_type != "multi_label":
