@@ -18,7 +18,7 @@ same model, length, batch, learning rate, epochs and warm-up:
                  right after `multi` so that both see the same load;
   grain, corn    one single-label model per topic;
   corn_balanced  corn with --class_weights=balanced;
-  multi_balanced the multi-label model with --class_weights=balanced (not run by default).
+  multi_balanced the multi-label model with --class_weights=balanced.
 Every row's F1 and accuracy per topic come from its test predictions (predictions.jsonl, or the
 peer's probabilities) at threshold 0.5 through the same function, and are checked against
 run_classifier's own eval_results.txt. With --seeds each seed's runs go to --work_dir/seed_N
@@ -54,8 +54,7 @@ define_data_flags()
 flags.DEFINE_string("model_dir", None, "HF BERT folder (config.json, vocab.txt, weights) given "
                     "to run_classifier as --init_checkpoint and to transformers.")
 flags.DEFINE_string("work_dir", None, "Folder for the data files and each run's output and log.")
-flags.DEFINE_list("runs", [r for r in RUNS if r != "multi_balanced"],
-                  "The runs, of %s." % ", ".join(RUNS))
+flags.DEFINE_list("runs", list(RUNS), "The runs, of %s." % ", ".join(RUNS))
 flags.DEFINE_string("hf_python", None, "A Python with torch + transformers: needed by the hf run.")
 flags.DEFINE_bool("hf_passive_omp", True, "Run the torch peer with OMP_WAIT_POLICY=PASSIVE "
                   "(benchmarks/peers.py).")
