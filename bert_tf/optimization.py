@@ -21,10 +21,16 @@ import re
 
 import keras
 from keras import ops
+import numpy as np
+import tensorflow as tf
 
 from bert_tf.errors import UserInputError
 
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+# Weights times training steps up to which the update runs as TensorFlow's Adam kernels rather
+# than compiled by XLA (AdamWeightDecay.kernel_update_pays): where the kernels' extra pass over
+# the weights has cost less than the compile, measured on MiniLM-L6 and BERT-Base.
+KERNEL_UPDATE_WEIGHT_STEPS = 1e9
 
 
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
@@ -104,6 +110,40 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     self.assign(m, next_m)
     self.assign(v, next_v)
     self.assign_sub(variable, lr * update)
+
+  @property
+  def has_kernel_update(self):
+    """Whether `apply_with_kernels` gives this optimizer's update (not with bias_correction,
+    which TensorFlow's kernel would correct otherwise than update_step does)."""
+    return not self.bias_correction
+
+  def kernel_update_pays(self, variables):
+    """Whether this run's update costs less as `apply_with_kernels` than compiled by XLA: the
+    kernels compile nothing before the first step, but read every weight once more a step, so
+    they win on short runs of small models (weights x steps up to KERNEL_UPDATE_WEIGHT_STEPS;
+    docs/performance.md). A run without WarmupLinearDecay's step count compiles."""
+    schedule = self._learning_rate
+    if not (self.has_kernel_update and isinstance(schedule, WarmupLinearDecay)):
+      return False
+    weights = sum(int(np.prod(v.shape)) for v in variables)
+    return weights * schedule.num_train_steps <= KERNEL_UPDATE_WEIGHT_STEPS
+
+  def apply_with_kernels(self, gradients, variables):
+    """`apply` as TensorFlow's fused Adam kernel (ResourceApplyAdam with zero beta powers: no
+    bias correction) after the decay, each weight read about twice and nothing compiled, so
+    the first training step does not wait for XLA to compile the update. Equal to `apply` up
+    to float32 rounding: the kernel orders the same arithmetic otherwise."""
+    learning_rate = tf.cast(self.learning_rate, tf.float32)
+    zero = tf.constant(0.0)
+    for gradient, variable in zip(gradients, variables):
+      m, v = self.slot_variables(variable)
+      if self._uses_decay(variable):
+        variable.assign_sub(learning_rate * self.weight_decay_rate * variable)
+      tf.raw_ops.ResourceApplyAdam(
+          var=variable.handle, m=m.handle, v=v.handle, beta1_power=zero, beta2_power=zero,
+          lr=learning_rate, beta1=tf.constant(self.beta_1), beta2=tf.constant(self.beta_2),
+          epsilon=tf.constant(self.epsilon), grad=tf.cast(gradient, tf.float32))
+    self.iterations.assign_add(1)
 
   def slot_variables(self, variable):
     """(adam_m, adam_v) of a trainable variable, for Google-layout export."""

@@ -17,7 +17,7 @@ TRAJECTORY = json.loads((OPT / "trajectory.json").read_text())
 BATCH = input_pipeline.to_model_names(dict(np.load(OPT / "batch.npz")))
 
 
-def _setup(strategy, accumulation_steps=1):
+def _setup(strategy, accumulation_steps=1, kernel_update=None):
   config = BertConfig.from_json_file(str(OPT / "bert_config_nodropout.json"))
   with strategy.scope():
     task = PretrainingTask(config)
@@ -25,7 +25,8 @@ def _setup(strategy, accumulation_steps=1):
     checkpoints.load_checkpoint(TINY.ckpt, model.encoder, model.heads)
     names = checkpoints.variable_map(model.encoder, model.heads)
     optimizer = optimization.create_optimizer(1e-3, 10, 2, names)
-  step = training.TrainStep(strategy, task, model, optimizer, accumulation_steps)
+  step = training.TrainStep(strategy, task, model, optimizer, accumulation_steps,
+                            kernel_update=kernel_update)
   return names, optimizer, step
 
 
@@ -42,9 +43,13 @@ def test_learning_rate_schedule_matches_original():
   assert got[0] == 0.0 and got[2] == pytest.approx(8e-4) and got[10] == 0.0 and got[12] == 0.0
 
 
-def test_five_steps_match_the_original_trajectory():
+@pytest.mark.parametrize("kernel_update", [True, False], ids=["adam-kernels", "xla-fused"])
+def test_five_steps_match_the_original_trajectory(kernel_update):
+  """Both single-device updates (TrainStep picks the kernels for this short run of a tiny
+  model, XLA for long runs of large ones) follow the original's trajectory."""
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-  names, optimizer, step = _setup(strategy)
+  names, optimizer, step = _setup(strategy, kernel_update=kernel_update)
+  assert (step._update == step._kernel_update_fn) == kernel_update
   iterator = _iterator(strategy, tf.data.Dataset.from_tensors(BATCH).repeat())
   for want in TRAJECTORY["steps"]:
     out = step.step(iterator)
@@ -121,3 +126,52 @@ def test_bias_correction_takes_unit_steps_on_a_constant_gradient(bias_correction
 def test_bias_correction_is_refused_with_lamb():
   with pytest.raises(Exception, match="adamw"):
     optimization.create_optimizer(1e-3, 10, 1, {}, "lamb", bias_correction=True)
+
+
+def test_the_kernel_update_equals_the_keras_update():
+  """apply_with_kernels (TrainStep's path on one device) and apply (the Keras update, as the
+  original writes it) agree to float32 rounding over steps with warm-up, decay and an
+  excluded variable; a bias-corrected optimizer has no kernel path."""
+  rng = np.random.default_rng(0)
+  values = {"layer/kernel": rng.normal(size=(64, 32)), "layer/bias": rng.normal(size=(32,))}
+  grads = [[rng.normal(size=v.shape).astype(np.float32) for v in values.values()]
+           for _ in range(4)]
+  results = []
+  for kernels in (False, True):
+    variables = {n: tf.Variable(v.astype(np.float32), name=n.replace("/", "_"))
+                 for n, v in values.items()}
+    optimizer = optimization.create_optimizer(1e-2, 10, 2, variables)
+    optimizer.build(list(variables.values()))
+    for step_grads in grads:
+      if kernels:
+        optimizer.apply_with_kernels(step_grads, list(variables.values()))
+      else:
+        optimizer.apply(step_grads, list(variables.values()))
+    results.append({n: (v.numpy(), *(s.numpy() for s in optimizer.slot_variables(v)))
+                    for n, v in variables.items()})
+    assert int(optimizer.iterations) == 4
+  # The kernel orders the arithmetic otherwise: a value may land a few float32 ulps of the
+  # numbers it was computed from (the weight before the step, about 1) away, however small it
+  # ends up. A missing decay term alone would move it by 1e-4.
+  eps = np.finfo(np.float32).eps
+  for name in values:
+    scale = np.maximum(np.abs(values[name]), 1.0)
+    for keras_value, kernel_value in zip(results[0][name], results[1][name]):
+      assert np.all(np.abs(kernel_value - keras_value) <= 16 * eps * scale), name
+  moved = results[1]["layer/kernel"][0] - values["layer/kernel"]
+  assert np.abs(moved).max() > 1e-3  # the updates are not all zero
+  assert optimization.AdamWeightDecay(1e-3, {}).has_kernel_update
+  assert not optimization.AdamWeightDecay(1e-3, {}, bias_correction=True).has_kernel_update
+
+
+def test_the_kernel_update_is_for_short_runs_of_small_models():
+  """kernel_update_pays, TrainStep's default choice on one device: the kernels up to
+  KERNEL_UPDATE_WEIGHT_STEPS weights x steps, XLA beyond, never with bias correction."""
+  variables = [tf.Variable(np.zeros((1000, 1000), np.float32), name="w")]  # 1e6 weights
+  names = {"layer/kernel": variables[0]}
+  steps = int(optimization.KERNEL_UPDATE_WEIGHT_STEPS // 1e6)
+  assert optimization.create_optimizer(1e-3, steps, 1, names).kernel_update_pays(variables)
+  assert not optimization.create_optimizer(1e-3, steps + 1, 1, names).kernel_update_pays(
+      variables)
+  assert not optimization.create_optimizer(1e-3, 10, 1, names, bias_correction=True
+                                           ).kernel_update_pays(variables)
