@@ -134,15 +134,17 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     the first training step does not wait for XLA to compile the update. Equal to `apply` up
     to float32 rounding: the kernel orders the same arithmetic otherwise."""
     learning_rate = tf.cast(self.learning_rate, tf.float32)
-    zero = tf.constant(0.0)
+    decay = learning_rate * self.weight_decay_rate
+    zero, beta_1, beta_2, epsilon = (tf.constant(x) for x in (
+        0.0, self.beta_1, self.beta_2, self.epsilon))
     for gradient, variable in zip(gradients, variables):
       m, v = self.slot_variables(variable)
       if self._uses_decay(variable):
-        variable.assign_sub(learning_rate * self.weight_decay_rate * variable)
+        variable.assign_sub(decay * variable)
       tf.raw_ops.ResourceApplyAdam(
           var=variable.handle, m=m.handle, v=v.handle, beta1_power=zero, beta2_power=zero,
-          lr=learning_rate, beta1=tf.constant(self.beta_1), beta2=tf.constant(self.beta_2),
-          epsilon=tf.constant(self.epsilon), grad=tf.cast(gradient, tf.float32))
+          lr=learning_rate, beta1=beta_1, beta2=beta_2, epsilon=epsilon,
+          grad=tf.cast(gradient, tf.float32))
     self.iterations.assign_add(1)
 
   def slot_variables(self, variable):
