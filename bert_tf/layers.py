@@ -12,6 +12,7 @@ and Model Garden's mixed-precision BERT.
 """
 
 import math
+from typing import NamedTuple
 
 import keras
 from keras import ops
@@ -96,6 +97,29 @@ def causal_attention_bias(seq_length):
   return (future * -10000.0)[None, None]
 
 
+class PackedTokens(NamedTuple):
+  """Where the real tokens of a padded [B, S] batch sit, for an encoder that keeps only their
+  rows: the dense layers, LayerNorms and the FFN then compute nothing for padding, and only
+  attention lays the rows out as [B, S] again (see `pack_tokens`)."""
+
+  real: tf.Tensor  # [T] int32: each real token's position in the flat [B * S] batch
+  spread: tf.Tensor  # [B * S] int32: the row each batch position reads (padding: a real row)
+
+
+def pack_tokens(input_mask):
+  """PackedTokens of a [B, S] 0/1 mask with at least one real token.
+
+  A padding position reads the row of the real token before it (or the first row): its key
+  enters a real query's softmax as exp(score - 10000 - max), exactly 0 in float32, and its
+  value is weighted by that 0, as the original's padding rows are. So the real positions'
+  outputs are the padded pass's, up to the summation order of the matmul kernels.
+  """
+  flat = ops.reshape(ops.cast(input_mask, "int32") > 0, (-1,))
+  real = ops.cast(tf.where(flat)[:, 0], "int32")
+  spread = ops.maximum(ops.cumsum(ops.cast(flat, "int32")) - 1, 0)
+  return PackedTokens(real, spread)
+
+
 @serializable
 class BertEmbeddings(ConfiguredLayer):
   """word + token-type + position embeddings, then LayerNorm and dropout."""
@@ -161,8 +185,9 @@ class SelfAttention(ConfiguredLayer):
       layer.build(shape)
     self.built = True
 
-  def call(self, rows, input_mask, training=False):
-    """[B * S, H] rows, [B, S] 0/1 mask -> [B * S, H] context rows.
+  def call(self, rows, input_mask, training=False, packed=None):
+    """[B * S, H] rows, [B, S] 0/1 mask -> [B * S, H] context rows; with `packed`
+    (PackedTokens), [T, H] rows of the real tokens -> [T, H].
 
     The mask arrives as integers and becomes the float32 bias here, because Keras
     would autocast a float bias argument to float16 under mixed precision.
@@ -170,7 +195,9 @@ class SelfAttention(ConfiguredLayer):
     c = self.config
     heads_shape = (-1, ops.shape(input_mask)[1], c.num_attention_heads, c.head_size)
 
-    def split_heads(x):  # [B * S, H] -> [B, N, S, D]
+    def split_heads(x):  # [B * S, H] (or [T, H] packed) -> [B, N, S, D]
+      if packed is not None:
+        x = tf.gather(x, packed.spread)
       return ops.transpose(ops.reshape(x, heads_shape), (0, 2, 1, 3))
 
     q = split_heads(self.query(rows))
@@ -185,7 +212,8 @@ class SelfAttention(ConfiguredLayer):
     probs = ops.cast(ops.softmax(scores, axis=-1), q.dtype)
     probs = self.dropout(probs, training=training)
     context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
-    return ops.reshape(context, (-1, c.hidden_size))
+    context = ops.reshape(context, (-1, c.hidden_size))
+    return context if packed is None else tf.gather(context, packed.real)
 
 
 @serializable
@@ -224,10 +252,11 @@ class TransformerBlock(ConfiguredLayer):
     self.output_norm.build((None, h))
     self.built = True
 
-  def call(self, hidden_states, input_mask, training=False):
-    """[B, S, H], [B, S] 0/1 mask -> [B, S, H] (float32)."""
+  def call(self, hidden_states, input_mask, training=False, packed=None):
+    """[B, S, H], [B, S] 0/1 mask -> [B, S, H] (float32); with `packed` (PackedTokens),
+    the real tokens' [T, H] rows -> [T, H]."""
     rows = ops.reshape(hidden_states, (-1, self.config.hidden_size))
-    context = self.attention(rows, input_mask, training=training)
+    context = self.attention(rows, input_mask, training=training, packed=packed)
     attention_out = self.attention_dropout(self.attention_output(context), training=training)
     attention_out = self.attention_norm(
         ops.cast(attention_out, "float32") + ops.cast(rows, "float32"))

@@ -16,6 +16,7 @@ survives `model.save("x.keras")` / `keras.saving.load_model`.
 
 import keras
 from keras import ops
+import tensorflow as tf
 
 from bert_tf import layers
 from bert_tf.checkpoints import names
@@ -145,11 +146,34 @@ class BertModel(keras.Model):
     `export_model` says, outputs the call's with `encoder_outputs` as `encoder_output_<i>`."""
     return export_model(_NamedOutputs(self), filepath, format, verbose, input_signature, kwargs)
 
+  def _blocks(self, embedding_output, input_mask, training, packed=None):
+    """(sequence output, every layer's output) of the transformer blocks; with `packed`
+    (layers.PackedTokens) they run on the real tokens' rows, and padding gets zeros."""
+    hidden = embedding_output
+    if packed is not None:
+      hidden = tf.gather(tf.reshape(hidden, (-1, self.config.hidden_size)), packed.real)
+    encoder_outputs = []
+    for block in self.encoder_layers:
+      hidden = block(hidden, input_mask, training=training, packed=packed)
+      encoder_outputs.append(hidden)
+    if packed is not None:
+      shape = tf.shape(embedding_output)
+      flat_shape = (shape[0] * shape[1], shape[2])
+      encoder_outputs = [tf.reshape(tf.scatter_nd(packed.real[:, None], rows, flat_shape), shape)
+                         for rows in encoder_outputs]
+    return encoder_outputs[-1], encoder_outputs
+
   def get_embedding_table(self):
     """The [vocab_size, H] word embeddings, shared with the masked-LM head."""
     return self.embeddings.word_embeddings
 
-  def call(self, inputs, training=False):
+  def call(self, inputs, training=False, pack_tokens=False):
+    """The outputs of the module docstring. With `pack_tokens` (inference only), the layers
+    compute only the real tokens' rows (layers.pack_tokens): the real positions' outputs are
+    the same up to float32 rounding, padding positions hold zeros, and each sequence needs a
+    real token."""
+    if pack_tokens and training:
+      raise ValueError("pack_tokens is for inference: dropout would draw other masks.")
     if not isinstance(inputs, dict):
       inputs = {"input_word_ids": inputs}
     unknown = sorted(set(inputs) - set(INPUT_NAMES))
@@ -172,11 +196,15 @@ class BertModel(keras.Model):
 
     embedding_output = self.embeddings(input_ids, input_type_ids, training=training)
     input_mask = ops.convert_to_tensor(input_mask, "int32")
-    hidden = embedding_output
-    encoder_outputs = []
-    for block in self.encoder_layers:
-      hidden = block(hidden, input_mask, training=training)
-      encoder_outputs.append(hidden)
+    if pack_tokens:
+      # A batch without padding gains nothing from packing and would pay its gathers.
+      hidden, encoder_outputs = tf.cond(
+          ops.all(input_mask > 0),
+          lambda: self._blocks(embedding_output, input_mask, training),
+          lambda: self._blocks(embedding_output, input_mask, training,
+                               layers.pack_tokens(input_mask)))
+    else:
+      hidden, encoder_outputs = self._blocks(embedding_output, input_mask, training)
     return {
         "sequence_output": hidden,
         "pooled_output": ops.cast(self.pooler(hidden, input_mask), "float32"),

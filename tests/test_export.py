@@ -186,6 +186,22 @@ def test_hostile_inputs_and_batch_sizes(loaded, python_logits):
     ids(input_word_ids=too_long, input_mask=too_long, input_type_ids=too_long * 0)
 
 
+def _op_types(signature):
+  graph = signature.graph.as_graph_def()
+  found = {node.op for node in graph.node}
+  for function in graph.library.function:
+    found |= {node.op for node in function.node_def}
+  return found
+
+
+def test_raw_text_skips_padding_and_ids_keep_the_padded_pass(loaded):
+  """The raw-text signature packs the real tokens (their answers, equal to the padded Python
+  path's on batches of unequal pairs, are checked above); serve_ids takes any mask, so it
+  keeps the padded pass."""
+  assert {"Cumsum", "ScatterNd"} <= _op_types(loaded.signatures["serving_default"])
+  assert not {"Cumsum", "ScatterNd"} & _op_types(loaded.signatures["serve_ids"])
+
+
 def test_refuses_non_empty_export_dir_unless_overwrite(model, python_logits, tmp_path):
   target = tmp_path / "export"
   target.mkdir()

@@ -160,6 +160,42 @@ def test_jit_compiled_forward_matches_eager(pretraining_model):
   _close(compiled, eager, 1e-5)
 
 
+def test_pack_tokens_hand_worked():
+  packed = layers.pack_tokens(tf.constant([[1, 1, 0], [1, 0, 0]]))
+  assert packed.real.numpy().tolist() == [0, 1, 3]
+  # Padding reads the row of the real token before it: (0, 2) -> row 1, (1, 1..2) -> row 2.
+  assert packed.spread.numpy().tolist() == [0, 1, 1, 2, 2, 2]
+
+
+@pytest.mark.parametrize("name", ["A", "B"])
+def test_packed_tokens_give_the_originals_outputs_at_real_positions(pretraining_model, name):
+  encoder, _, _ = pretraining_model
+  g = lambda key: PRETRAIN["%s.%s" % (name, key)]
+  inputs = _inputs(name)
+  real = inputs["input_mask"].astype(bool)
+  assert not real.all()  # padding, so the packed blocks run
+  out = tf.function(lambda i: encoder(i, pack_tokens=True))(inputs)  # graph mode, as served
+  layers_out = np.stack(out["encoder_outputs"])
+  _close(layers_out[:, real], g("all_encoder_layers")[:, real], HIDDEN_ATOL)
+  _close(np.asarray(out["sequence_output"])[real], g("sequence_output")[real], HIDDEN_ATOL)
+  _close(out["pooled_output"], g("pooled_output"), HIDDEN_ATOL)
+  assert not layers_out[:, ~real].any()  # the padding's rows were never computed
+  _close(out["embedding_output"], g("embedding_output"), HIDDEN_ATOL)
+
+
+def test_packing_a_batch_without_padding_is_the_padded_pass(pretraining_model):
+  encoder, _, _ = pretraining_model
+  inputs = _inputs("C")  # default mask: all real
+  plain, packed = encoder(inputs), encoder(inputs, pack_tokens=True)
+  np.testing.assert_array_equal(packed["sequence_output"], plain["sequence_output"])
+  np.testing.assert_array_equal(packed["pooled_output"], plain["pooled_output"])
+  with pytest.raises(ValueError, match="pack_tokens is for inference"):
+    encoder(inputs, training=True, pack_tokens=True)
+  with pytest.raises(ValueError, match="reads padding positions"):
+    with squad.SquadModel(tiny_config()).packing_tokens():
+      pass
+
+
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision_keeps_layer_norm_and_softmax_float32(policy):
   config = tiny_config()

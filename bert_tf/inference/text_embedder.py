@@ -61,15 +61,17 @@ class TextEmbedder(tf.Module):
       texts = tf.strings.join([self.prompt, texts])
     return self.tokenizer.encode(texts, texts_b, seq_length=self.max_seq_length)
 
-  def embed_ids(self, inputs):
-    """The float32 [batch, dim] embeddings of packed inputs (cut to the longest real row)."""
+  def embed_ids(self, inputs, pack_tokens=False):
+    """The float32 [batch, dim] embeddings of packed inputs (cut to the longest real row;
+    with `pack_tokens`, each row must hold a real token: BertModel's pack_tokens)."""
     inputs = modeling.trim_to_longest(modeling.encoder_inputs(inputs), min_length=1)
-    outputs = self.encoder(inputs, training=False)
+    outputs = self.encoder(inputs, training=False, pack_tokens=pack_tokens)
     return self.pooling(outputs["sequence_output"], inputs["input_mask"])
 
   def embed_texts(self, texts, texts_b=None):
-    """Strings [batch] (and optional second segments) -> float32 [batch, dim]."""
-    return self.embed_ids(self.encode(texts, texts_b))
+    """Strings [batch] (and optional second segments) -> float32 [batch, dim]. The tokenizer
+    gives each text its [CLS], so the encoder skips the padding of shorter texts."""
+    return self.embed_ids(self.encode(texts, texts_b), pack_tokens=True)
 
   def embed(self, texts, batch_size=32, texts_b=None):
     """A list of strings -> numpy float32 [len(texts), dim], `batch_size` texts per call.

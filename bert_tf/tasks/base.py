@@ -72,6 +72,7 @@ class TaskModel(keras.Model):
     self.dynamic_length = bool(dynamic_length) and self.length_invariant
     self.length_bucket = int(length_bucket)
     self._cut_length = None  # set by cut_to_length_of while a compiled step is traced
+    self._pack_tokens = False  # set by packing_tokens while a serving signature is traced
     # Keras' own train_step would compute the cut inside XLA and compile at every batch
     # (cut_to_length_of is bert_tf's TrainStep's way out): `compile(jit_compile=True)` and
     # "auto" on a GPU fall back to graph mode. dynamic_length=False compiles fixed shapes.
@@ -134,12 +135,32 @@ class TaskModel(keras.Model):
     finally:
       self._cut_length = None
 
+  @contextlib.contextmanager
+  def packing_tokens(self):
+    """While a function is traced, `encode` runs the encoder on the real tokens' rows only
+    (BertModel's pack_tokens), for a task whose outputs read only real positions.
+
+    For the raw-text serving signatures: their tokenizer gives every sequence its [CLS], so
+    each has a real token, and a batch of texts of unequal lengths skips the padding's
+    rows. Training and the ids signatures keep the padded pass."""
+    if not self.length_invariant:
+      raise ValueError("%s reads padding positions; its encoder cannot skip them."
+                       % type(self).__name__)
+    self._pack_tokens = True
+    try:
+      yield
+    finally:
+      self._pack_tokens = False
+
   def encode(self, features, training):
-    """The encoder's outputs for the features' three inputs (cut, with dynamic_length)."""
+    """The encoder's outputs for the features' three inputs (cut, with dynamic_length;
+    packed, inside packing_tokens)."""
     inputs = encoder_inputs(features)
     if self.dynamic_length:
       length = self.cut_length(features) if self._cut_length is None else self._cut_length
       inputs = {name: value[:, :length] for name, value in inputs.items()}
+    if self._pack_tokens:
+      return self.encoder(inputs, training=training, pack_tokens=True)
     return self.encoder(inputs, training=training)
 
   # The loss: what a task model states.

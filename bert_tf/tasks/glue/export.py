@@ -77,10 +77,12 @@ def export_classifier(export_dir, model, vocab_file, do_lower_case, max_seq_leng
             "labels": tf.gather(tf.constant(label_list), label_ids)}
 
   def from_text(text_a, text_b=None):
-    if windows:
-      return answer(windowed_logits(module.tokenizer, text_a, text_b, max_seq_length, windows,
-                                    logits_of))
-    return answer(logits_of(module.tokenizer.encode(text_a, text_b, seq_length=max_seq_length)))
+    with model.packing_tokens():
+      if windows:
+        return answer(windowed_logits(module.tokenizer, text_a, text_b, max_seq_length,
+                                      windows, logits_of))
+      return answer(logits_of(module.tokenizer.encode(text_a, text_b,
+                                                      seq_length=max_seq_length)))
 
   def from_ids(input_word_ids, input_mask, input_type_ids):
     logits = logits_of(export.checked_ids(input_word_ids, input_mask, input_type_ids,

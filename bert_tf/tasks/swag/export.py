@@ -35,8 +35,9 @@ def export_swag(export_dir, model, vocab_file, do_lower_case, max_seq_length, ov
     # Rows of all choices, choice-major per example: [batch, choices] -> [batch * choices].
     contexts = tf.reshape(tf.repeat(context[:, None], NUM_CHOICES, axis=1), [-1])
     flat_endings = tf.reshape(tf.stack(endings, axis=1), [-1])
-    logits = scores_of(module.tokenizer.encode(contexts, flat_endings,
-                                               seq_length=max_seq_length))
+    with model.packing_tokens():
+      logits = scores_of(module.tokenizer.encode(contexts, flat_endings,
+                                                 seq_length=max_seq_length))
     return {"probabilities": tf.nn.softmax(logits, axis=-1),
             "label_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 
