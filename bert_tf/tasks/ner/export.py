@@ -122,8 +122,9 @@ def export_ner(export_dir, model, vocab_file, do_lower_case, max_seq_length, lab
     ids = tf.concat([cls, window_ids, sep], axis=1)
     input_word_ids = ids.to_tensor(0)
     input_mask = tf.ones_like(ids).to_tensor(0)
-    logits = logits_of({"input_word_ids": input_word_ids, "input_mask": input_mask,
-                        "input_type_ids": tf.zeros_like(input_word_ids)})
+    with model.packing_tokens():  # every window holds its [CLS]; padding is never read
+      logits = logits_of({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                          "input_type_ids": tf.zeros_like(input_word_ids)})
     probabilities = tf.nn.softmax(logits, axis=-1)  # [windows, seq, labels]
 
     # For each word: the window that gives its first piece the most context, as in training
