@@ -99,6 +99,9 @@ def _plan(tmp):
       ("serving_profile", "serving_profile", tiny + [
           "--vocab_file=" + VOCAB_UNCASED, "--max_seq_length=32", "--requests=3",
           "--rounds=1"]),
+      ("matmul_chain", "matmul_chain", peer[1:] + [
+          "--rows=2", "--layers=1", "--hidden=16", "--intermediate=32", "--calls=3",
+          "--settings=onednn,xla_xnnpack"]),
       ("text_embedder", "text_embedder", [
           "--model_dir=" + model_dir, "--requests=3", "--batches=1"]),
   ]
@@ -107,7 +110,7 @@ def _plan(tmp):
 # The benchmarks whose sides start fresh TensorFlow processes, run beside the others: two
 # subprocesses of about equal CPU time keep both cores busy.
 SECOND_PROCESS = ("serving_latency", "serving_profile", "hf_parity", "pretraining_data",
-                  "precision_accuracy prepare", "precision_accuracy")
+                  "precision_accuracy prepare", "precision_accuracy", "matmul_chain")
 
 
 @pytest.fixture(scope="module")
@@ -230,6 +233,14 @@ def test_serving_profile(runs):
   rows = records_of(runs, "serving_profile", "serving_profile",
                     ["request", "tokenizer", "model", "empty call", "tf.constant"])
   assert rows["request"]["figures"]["nodes"] > rows["empty call"]["figures"]["nodes"]
+
+
+def test_matmul_chain(runs):
+  rows = records_of(runs, "matmul_chain", "matmul_chain",
+                    ["oneDNN", "XLA, XNNPACK dots"] + ["ONNX Runtime"] * bool(PEER_PYTHON))
+  assert rows["oneDNN"]["figures"]["output diff"] == 0  # the reference row
+  # 4 * (4 * 16 * 16 + 2 * 16 * 32 + 4 * 16 + 32) bytes of weights and biases
+  assert rows["oneDNN"]["settings"]["weights_mb"] == 0.0
 
 
 def test_text_embedder(runs):
