@@ -10,9 +10,11 @@ and cut to each request's length at each of --precisions (bert_tf.utils.precisio
 loads each in a fresh process that imports only tensorflow and tensorflow_text
 (TF_ENABLE_ONEDNN_OPTS=1, as the README recommends for serving), and measures: one short
 request (p50/p99), one long request (p50/p99) and the throughput of batches of 32 real
-sentences from data/pretraining_corpus.txt. The peers answer the same texts (tokenization,
-model and softmax, padding each batch to its longest as transformers does), each precision
-in a fresh process too (benchmarks/peers.py says what their precisions are):
+sentences from data/pretraining_corpus.txt (in a batch, each export's encoder computes only
+the real tokens, the padded one's included: bert_tf.layers.pack_tokens). The peers answer the
+same texts (tokenization, model and softmax, padding each batch to its longest as
+transformers does), each precision in a fresh process too (benchmarks/peers.py says what
+their precisions are):
   * --hf_python: Hugging Face transformers on PyTorch;
   * --ort_python: the same transformers model exported with torch.onnx, run by ONNX Runtime
     (float32 and dynamic int8).
@@ -53,6 +55,11 @@ flags.DEFINE_string("serving_tf_xla_flags", None, "If set, also time each cut be
                     "--tf_xla_cpu_global_jit': the loader compiles the model's ops with XLA; "
                     "each workload's warm-up call pays the compilation), as rows 'bert_tf P "
                     "xla-loader'.")
+flags.DEFINE_bool("serving_one_thread", False, "Also time each cut bert_tf export in a serving "
+                  "process with one inter-op and one intra-op thread (TF_NUM_INTEROP_THREADS=1 "
+                  "TF_NUM_INTRAOP_THREADS=1, docs/serving.md's setting for one request at a "
+                  "time), as rows 'bert_tf P 1-thread' (and, with --serving_frozen_weights, "
+                  "'bert_tf P frozen-weights 1-thread').")
 flags.DEFINE_bool("serving_frozen_weights", False, "Also time each cut bert_tf export in a "
                   "serving process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN keeps the "
                   "weights it reorders for its kernels from one call to the next instead of "
@@ -120,8 +127,14 @@ def loader_variants():
   variants = []
   if FLAGS.serving_tf_xla_flags:
     variants.append(("xla-loader", {"TF_XLA_FLAGS": FLAGS.serving_tf_xla_flags}))
+  frozen = {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}
   if FLAGS.serving_frozen_weights:
-    variants.append(("frozen-weights", {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}))
+    variants.append(("frozen-weights", frozen))
+  if FLAGS.serving_one_thread:
+    one = {"TF_NUM_INTEROP_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1"}
+    variants.append(("1-thread", one))
+    if FLAGS.serving_frozen_weights:
+      variants.append(("frozen-weights 1-thread", dict(frozen, **one)))
   return variants
 
 
@@ -303,7 +316,8 @@ def main(_):
   report.note("classifier serving, a fresh process per row; load average %.1f %.1f %.1f at the "
               "start, %.1f %.1f %.1f at the end" % (*load_start, *os.getloadavg()))
   report.note("bert_tf: %s, TF_ENABLE_ONEDNN_OPTS=1; rows cut each request to its length, the "
-              "padded row pads to max_seq_length as the original" %
+              "padded row pads to max_seq_length as the original (in a batch, every export's "
+              "encoder computes only the real tokens)" %
               results[next(iter(paths))]["version"])
   if skipped:
     report.note(skipped)

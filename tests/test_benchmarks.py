@@ -95,7 +95,7 @@ def _plan(tmp):
           "--precisions=float32,int8", "--max_seq_length=16", "--batch_size=4"]),
       ("serving_latency", "serving_latency", tiny + peer + [
           "--vocab_file=" + VOCAB_UNCASED, "--max_seq_length=32", "--requests=4",
-          "--batches=1", "--precisions=float32", "--nolitert"]),
+          "--batches=1", "--precisions=float32", "--nolitert", "--serving_one_thread"]),
       ("serving_profile", "serving_profile", tiny + [
           "--vocab_file=" + VOCAB_UNCASED, "--max_seq_length=32", "--requests=3",
           "--rounds=1"]),
@@ -225,6 +225,7 @@ def test_serving_latency(runs):
   rows = records_of(runs, "serving_latency", "serving_latency",
                     ["bert_tf float32 padded", "bert_tf float32"])
   assert rows["bert_tf float32 padded"]["figures"]["x short"] > 0
+  assert rows["bert_tf float32 1-thread vs plain loader"]["figures"]["max |dp|"] < 1e-6
   if PEER_PYTHON:
     assert {"HF float32", "ORT float32", "ORT float32 1-thread"} <= set(rows)
 
