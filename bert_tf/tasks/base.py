@@ -159,9 +159,7 @@ class TaskModel(keras.Model):
     if self.dynamic_length:
       length = self.cut_length(features) if self._cut_length is None else self._cut_length
       inputs = {name: value[:, :length] for name, value in inputs.items()}
-    if self._pack_tokens:
-      return self.encoder(inputs, training=training, pack_tokens=True)
-    return self.encoder(inputs, training=training)
+    return self.encoder(inputs, training=training, pack_tokens=self._pack_tokens)
 
   # The loss: what a task model states.
   @staticmethod

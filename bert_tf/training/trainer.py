@@ -143,7 +143,7 @@ class TrainStep:
     # which compile nothing before the first step (`kernel_update`: None lets the optimizer
     # decide, AdamWeightDecay.kernel_update_pays). Distributed variables stay on the plain path.
     fuse = isinstance(strategy, tf.distribute.OneDeviceStrategy)
-    if kernel_update is None:
+    if fuse and kernel_update is None:
       kernel_update = getattr(optimizer, "kernel_update_pays", lambda _: False)(self.variables)
     if fuse and kernel_update:
       self._update = self._kernel_update_fn
