@@ -128,7 +128,7 @@ class _DropoutLogits(_PooledLogits):
   def __init__(self, config, num_labels, dropout_rate, **kwargs):
     super().__init__(config, num_labels, 0.02, **kwargs)
     self.dropout_rate = dropout_rate
-    self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+    self.dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
 
   def get_config(self):
     return {**super().get_config(), "num_labels": self.num_labels,

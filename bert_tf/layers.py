@@ -23,6 +23,71 @@ from bert_tf.config import BertConfig
 _LAYER_NORM_EPSILON = 1e-12
 
 
+# Training graphs: LayerNorm, tanh-GELU and dropout with their backward passes written out.
+# Each forward builds the very ops Keras and TensorFlow build (the same numbers bitwise, the
+# same dropout masks from the same seeds); only the gradient is built differently. With a
+# dynamic sequence length, autodiff adds shape, broadcast-argument, sum and reshape ops to the
+# gradient of every broadcasting op: about 80 graph ops for one LayerNorm's gradient, 14 for a
+# dropout's, a quarter of a fine-tuning step's graph, which the first step pays in tracing, in
+# grappler and in instantiating it. Written out, each gradient is a handful of ops, equal to
+# autodiff's up to float32 rounding (tests/test_modeling.py). Inference keeps Keras's ops.
+
+_GELU_SQRT_2_OVER_PI = 0.7978845608028654  # the constant of tf.nn.gelu(approximate=True)
+
+
+def _layer_norm_with_gradient(x, gamma, beta, epsilon):
+  """keras.ops.layer_normalization of float32 `x` over its last axis."""
+  gamma, beta = tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta)
+
+  @tf.custom_gradient
+  def forward(x, gamma, beta):
+    mean, variance = tf.nn.moments(x, axes=[x.shape.rank - 1], keepdims=True)
+    reciprocal_std = tf.math.rsqrt(variance + epsilon)
+    inv = reciprocal_std * gamma
+    y = x * inv + (-mean * inv + beta)
+
+    def backward(dy):
+      normalized = (x - mean) * reciprocal_std
+      outer_axes = list(range(x.shape.rank - 1))
+      d_gamma = tf.reduce_sum(dy * normalized, outer_axes)
+      d_beta = tf.reduce_sum(dy, outer_axes)
+      g = dy * gamma
+      dx = reciprocal_std * (g - tf.reduce_mean(g, -1, keepdims=True)
+                             - normalized * tf.reduce_mean(g * normalized, -1, keepdims=True))
+      return dx, d_gamma, d_beta
+
+    return y, backward
+
+  return forward(x, gamma, beta)
+
+
+@tf.custom_gradient
+def _gelu_with_gradient(x):
+  """tf.nn.gelu(x, approximate=True), the original's tanh GELU."""
+  coeff = tf.cast(0.044715, x.dtype)
+  t = tf.tanh(_GELU_SQRT_2_OVER_PI * (x + coeff * tf.pow(x, 3)))
+  y = 0.5 * x * (1.0 + t)
+
+  def backward(dy):
+    slope = _GELU_SQRT_2_OVER_PI * (1.0 + 3.0 * coeff * x * x)
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * slope)
+
+  return y, backward
+
+
+def _dropout_with_gradient(x, rate, seed):
+  """tf.nn.experimental.stateless_dropout(x, rate, seed=seed) for 0 < rate < 1."""
+  scale = tf.constant(1 / (1 - rate), x.dtype)
+  keep = tf.random.stateless_uniform(tf.shape(x), seed=seed, dtype=x.dtype) >= rate
+  zero = tf.constant(0, x.dtype)
+
+  @tf.custom_gradient
+  def forward(x):
+    return tf.where(keep, x * scale, zero), lambda dy: tf.where(keep, dy, zero) * scale
+
+  return forward(x)
+
+
 def gelu(x):
   """The original's tanh approximation of GELU (not the exact erf form)."""
   return keras.activations.gelu(x, approximate=True)
@@ -33,13 +98,16 @@ def gelu_exact(x):
   return keras.activations.gelu(x, approximate=False)
 
 
-def get_activation(name):
-  """Maps a `hidden_act` string to a function, as the original `get_activation`."""
+def get_activation(name, training=False):
+  """Maps a `hidden_act` string to a function, as the original `get_activation`; with
+  `training`, "gelu" gives the same numbers with a short gradient (_gelu_with_gradient)."""
   if not isinstance(name, str):
     return name
   name = name.lower()
   if name in ("", "linear"):
     return None
+  if name == "gelu" and training:
+    return _gelu_with_gradient
   return {"gelu": gelu, "gelu_exact": gelu_exact, "relu": keras.activations.relu,
           "tanh": keras.activations.tanh}[name]
 
@@ -65,10 +133,36 @@ class ConfiguredLayer(keras.layers.Layer):
     return {**super().get_config(), "config": self.config.to_dict()}
 
 
+@serializable
+class LayerNorm(keras.layers.LayerNormalization):
+  """Keras's LayerNormalization whose training call builds a short gradient
+  (_layer_norm_with_gradient): the same weights and the same numbers."""
+
+  def call(self, inputs, training=False):
+    last_axis_only = list(self.axis) in ([-1], [len(inputs.shape) - 1])
+    if not training or not last_axis_only or self.rms_scaling:
+      return super().call(inputs)
+    x = ops.cast(inputs, "float32")
+    return ops.cast(_layer_norm_with_gradient(x, self.gamma, self.beta, self.epsilon),
+                    self.compute_dtype)
+
+
+@serializable
+class Dropout(keras.layers.Dropout):
+  """Keras's Dropout (the same masks from the same seed states) with a short gradient."""
+
+  def call(self, inputs, training=False):
+    if not training or not 0 < self.rate < 1 or self.noise_shape is not None:
+      return super().call(inputs, training=training)
+    seed = self.seed_generator.next()
+    if seed.dtype != tf.int32:  # as Keras: stateless ops take int32 seeds
+      seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+    return _dropout_with_gradient(inputs, self.rate, seed)
+
+
 def layer_norm(name):
   """LayerNorm over the last axis with the original epsilon, always in float32."""
-  return keras.layers.LayerNormalization(axis=-1, epsilon=_LAYER_NORM_EPSILON, name=name,
-                                         dtype="float32")
+  return LayerNorm(axis=-1, epsilon=_LAYER_NORM_EPSILON, name=name, dtype="float32")
 
 
 def dense(units, config, name, activation=None, dtype=None):
@@ -128,7 +222,7 @@ class BertEmbeddings(ConfiguredLayer):
     super().__init__(config, **kwargs)
     self.use_one_hot_embeddings = use_one_hot_embeddings
     self.layer_norm = layer_norm("layer_norm")
-    self.dropout = keras.layers.Dropout(self.config.hidden_dropout_prob, dtype=self.dtype_policy)
+    self.dropout = Dropout(self.config.hidden_dropout_prob, dtype=self.dtype_policy)
 
   def get_config(self):
     return {**super().get_config(), "use_one_hot_embeddings": self.use_one_hot_embeddings}
@@ -157,7 +251,7 @@ class BertEmbeddings(ConfiguredLayer):
     output = output + ops.take(self.token_type_embeddings, token_type_ids, axis=0)
     seq_length = ops.shape(input_ids)[1]
     output = output + self.position_embeddings[None, :seq_length, :]
-    output = self.layer_norm(output)
+    output = self.layer_norm(output, training=training)
     return self.dropout(output, training=training)
 
 
@@ -177,7 +271,7 @@ class SelfAttention(ConfiguredLayer):
     self.query = dense(hidden, config, "query", dtype=policy)
     self.key = dense(hidden, config, "key", dtype=policy)
     self.value = dense(hidden, config, "value", dtype=policy)
-    self.dropout = keras.layers.Dropout(config.attention_probs_dropout_prob, dtype=policy)
+    self.dropout = Dropout(config.attention_probs_dropout_prob, dtype=policy)
 
   def build(self, input_shape=None):
     shape = (None, self.config.hidden_size)
@@ -235,12 +329,13 @@ class TransformerBlock(ConfiguredLayer):
     self.attention_output = dense(config.hidden_size, config, "attention_output_dense",
                                   dtype=policy)
     self.attention_norm = layer_norm("attention_output_layer_norm")
+    # The activation is applied in `call`, where training picks its short-gradient form.
     self.intermediate = dense(config.intermediate_size, config, "intermediate_dense",
-                              activation=get_activation(config.hidden_act), dtype=policy)
+                              dtype=policy)
     self.output_dense = dense(config.hidden_size, config, "output_dense", dtype=policy)
     self.output_norm = layer_norm("output_layer_norm")
-    self.attention_dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=policy)
-    self.output_dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=policy)
+    self.attention_dropout = Dropout(config.hidden_dropout_prob, dtype=policy)
+    self.output_dropout = Dropout(config.hidden_dropout_prob, dtype=policy)
 
   def build(self, input_shape=None):
     h, i = self.config.hidden_size, self.config.intermediate_size
@@ -259,10 +354,13 @@ class TransformerBlock(ConfiguredLayer):
     context = self.attention(rows, input_mask, training=training, packed=packed)
     attention_out = self.attention_dropout(self.attention_output(context), training=training)
     attention_out = self.attention_norm(
-        ops.cast(attention_out, "float32") + ops.cast(rows, "float32"))
-    ffn = self.output_dense(self.intermediate(attention_out))
-    ffn = self.output_dropout(ffn, training=training)
-    output = self.output_norm(ops.cast(ffn, "float32") + attention_out)
+        ops.cast(attention_out, "float32") + ops.cast(rows, "float32"), training=training)
+    intermediate = self.intermediate(attention_out)
+    activation = get_activation(self.config.hidden_act, training)
+    if activation is not None:
+      intermediate = activation(intermediate)
+    ffn = self.output_dropout(self.output_dense(intermediate), training=training)
+    output = self.output_norm(ops.cast(ffn, "float32") + attention_out, training=training)
     return ops.reshape(output, tf.shape(hidden_states))
 
 

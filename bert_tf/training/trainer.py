@@ -133,8 +133,9 @@ class TrainStep:
     # No AutoGraph anywhere in the step (its code has no tensor-dependent Python control flow):
     # converting the model's and the optimizer's code cost about a fifth of the first step's
     # tracing (MiniLM-L6, batch 32).
-    self._replica_gradients = tf.function(self._replica_gradients_fn, jit_compile=jit_compile,
-                                          autograph=False)
+    self._replica_gradients = (
+        tf.function(self._replica_gradients_fn, jit_compile=True, autograph=False)
+        if jit_compile else self._replica_gradients_fn)
     # Under XLA a dynamic-length batch's cut length reaches the compiled function as a shape.
     self._length_carriers = jit_compile and getattr(model, "dynamic_length", False)
     # The update is a dozen elementwise passes over every weight (the dense embedding gradient
@@ -168,8 +169,10 @@ class TrainStep:
                        for k in sorted(numerators)])
       scaled = loss * scale
     grads = tape.gradient(scaled, self.variables)
-    grads = [tf.convert_to_tensor(g) / scale if g is not None else tf.zeros_like(v)
+    grads = [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
              for g, v in zip(grads, self.variables)]
+    if self.loss_scale is not None:  # unscaled, a division by 1 would pass over every weight
+      grads = [g / scale for g in grads]
     return loss, grads
 
   def _step(self, iterator):

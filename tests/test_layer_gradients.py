@@ -1,0 +1,171 @@
+"""The short gradients the encoder trains with (LayerNorm, tanh-GELU, dropout in bert_tf.layers)
+against autodiff of Keras's and TensorFlow's own ops: the same forward numbers bitwise, the
+same dropout masks, gradients equal up to float32 rounding, and far fewer graph ops."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import layers
+from bert_tf.modeling import BertModel
+from helpers import tiny_config
+
+# Relative to each gradient's largest entry: kernels of other CPUs sum in other orders, and a
+# wrong formula is off by the gradient's own size. A gradient that is zero but for rounding
+# (the key bias: softmax ignores a shift of every score) is measured against 1e-2 of the
+# largest gradient of all.
+GRADIENT_RTOL = 1e-5
+
+
+def _assert_gradients_close(got, want):
+  got = [tf.convert_to_tensor(g).numpy() for g in got]
+  want = [tf.convert_to_tensor(w).numpy() for w in want]
+  floor = 1e-2 * max(float(np.abs(w).max()) for w in want)
+  for i, (g, w) in enumerate(zip(got, want)):
+    scale = max(float(np.abs(w).max()), floor)
+    assert np.abs(g - w).max() <= GRADIENT_RTOL * scale, (i, np.abs(g - w).max(), scale)
+
+
+def _stock_layer_norm(x, gamma, beta, epsilon):
+  return keras.ops.layer_normalization(x, gamma, beta, epsilon=epsilon)
+
+
+def _stock_dropout(x, rate, seed):
+  return tf.nn.experimental.stateless_dropout(x, rate, seed=seed)
+
+
+def _weights(y):
+  """Fixed pseudo-random loss weights of y's shape, so every gradient entry differs."""
+  n = int(np.prod(y.shape))
+  return tf.reshape(tf.sin(tf.range(n, dtype=tf.float32) * 0.37), y.shape)
+
+
+@pytest.mark.parametrize("shape", [(7, 32), (2, 5, 32)])
+@pytest.mark.parametrize("graph", [False, True])
+def test_layer_norm_in_training_is_keras_forward_with_autodiff_gradient(shape, graph):
+  rng = np.random.default_rng(1)
+  x = tf.constant(rng.normal(3.0, 2.5, size=shape).astype("float32"))
+  norm = layers.layer_norm("norm")
+  norm.build(shape)
+  norm.gamma.assign(rng.normal(1.0, 0.5, size=32).astype("float32"))
+  norm.beta.assign(rng.normal(0.0, 0.5, size=32).astype("float32"))
+  sources = [x, norm.gamma, norm.beta]
+
+  def run(training):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = norm(x, training=training)
+      loss = tf.reduce_sum(y * _weights(y))
+    return y, tape.gradient(loss, sources)
+
+  run = tf.function(run) if graph else run
+  y_train, grads_train = run(True)
+  y_stock, grads_stock = run(False)  # inference: Keras's own ops, differentiated by autodiff
+  np.testing.assert_array_equal(y_train.numpy(), y_stock.numpy())
+  _assert_gradients_close(grads_train, grads_stock)
+
+
+def test_gelu_in_training_is_the_tanh_gelu_with_autodiff_gradient():
+  x = tf.constant(np.linspace(-7.0, 7.0, 301, dtype="float32"))
+  train_gelu = layers.get_activation("gelu", training=True)
+  assert train_gelu is not layers.gelu
+  grads = []
+  for fn in (train_gelu, layers.get_activation("gelu")):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = fn(x)
+      loss = tf.reduce_sum(y * _weights(y))
+    grads.append((y, tape.gradient(loss, x)))
+  np.testing.assert_array_equal(grads[0][0].numpy(), grads[1][0].numpy())
+  np.testing.assert_array_equal(grads[1][0].numpy(),
+                                tf.nn.gelu(x, approximate=True).numpy())
+  _assert_gradients_close([grads[0][1]], [grads[1][1]])
+  # Hand-worked: GELU'(0) = 1/2, and far out it is zero or the identity's 1.
+  points = tf.constant([0.0, -7.0, 7.0])
+  with tf.GradientTape() as tape:
+    tape.watch(points)
+    y = train_gelu(points)
+  np.testing.assert_allclose(tape.gradient(y, points).numpy(), [0.5, 0.0, 1.0], atol=1e-6)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_dropout_draws_kerass_masks_and_passes_gradient_through_them(graph):
+  x = tf.constant(np.random.default_rng(2).normal(size=(4, 6, 16)).astype("float32"))
+  ours, stock = layers.Dropout(0.3, seed=11), keras.layers.Dropout(0.3, seed=11)
+  assert type(stock) is keras.layers.Dropout
+
+  def run(layer):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = layer(x, training=True)
+      loss = tf.reduce_sum(y * _weights(y))
+    return y, tape.gradient(loss, x)
+
+  for _ in range(2):  # the second call draws from the advanced seed state
+    (y_ours, g_ours), (y_stock, g_stock) = [
+        (tf.function(run) if graph else run)(layer) for layer in (ours, stock)]
+    np.testing.assert_array_equal(y_ours.numpy(), y_stock.numpy())
+    np.testing.assert_array_equal(g_ours.numpy(), g_stock.numpy())
+    kept = y_ours.numpy() != 0
+    assert 0.5 < kept.mean() < 0.9
+    np.testing.assert_allclose(g_ours.numpy(), np.where(kept, _weights(x) / 0.7, 0), rtol=1e-6)
+  assert layers.Dropout(0.3)(x, training=False) is x
+
+
+def _encoder_gradients(encoder, seed_states, inputs):
+  for variable, value in seed_states:
+    variable.assign(value)
+  with tf.GradientTape() as tape:
+    out = encoder(inputs, training=True)
+    loss = tf.reduce_sum(out["sequence_output"] * _weights(out["sequence_output"]))
+    loss += tf.reduce_sum(out["pooled_output"])
+  return loss, tape.gradient(loss, encoder.trainable_variables)
+
+
+@pytest.fixture(scope="module")
+def dropout_encoder():
+  config = tiny_config()
+  config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.2
+  encoder = BertModel(config)
+  rng = np.random.default_rng(3)
+  ids = rng.integers(1, config.vocab_size, size=(3, 9)).astype("int32")
+  mask = np.ones((3, 9), "int32")
+  mask[1, 6:] = mask[2, 4:] = 0
+  inputs = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": mask * 0}
+  encoder(inputs)
+  weights = {id(v) for v in encoder.weights}
+  seed_states = [(v, v.numpy()) for v in encoder.variables if id(v) not in weights]
+  assert seed_states
+  return encoder, seed_states, inputs
+
+
+def test_encoder_training_gradients_equal_autodiff_of_the_stock_layers(dropout_encoder,
+                                                                      monkeypatch):
+  encoder, seed_states, inputs = dropout_encoder
+  short_loss, short_grads = _encoder_gradients(encoder, seed_states, inputs)
+  # Keras's and TensorFlow's own ops, differentiated by autodiff, where the short gradients are
+  monkeypatch.setattr(layers, "_layer_norm_with_gradient", _stock_layer_norm)
+  monkeypatch.setattr(layers, "_gelu_with_gradient", layers.gelu)
+  monkeypatch.setattr(layers, "_dropout_with_gradient", _stock_dropout)
+  stock_loss, stock_grads = _encoder_gradients(encoder, seed_states, inputs)
+  assert short_loss.numpy() == stock_loss.numpy()  # the same forward, the same masks
+  assert all(g is not None for g in short_grads)
+  _assert_gradients_close(short_grads, stock_grads)
+
+
+def test_training_gradient_graph_is_much_smaller():
+  """The reason for the short gradients: ops in the traced gradient of one LayerNorm."""
+  norm = layers.layer_norm("norm")
+  norm.build((None, 32))
+
+  def count(training):
+    @tf.function(input_signature=[tf.TensorSpec([None, 32], tf.float32)])
+    def grad(x):
+      with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(norm(x, training=training))
+      return tape.gradient(loss, [x, norm.gamma, norm.beta])
+    return len(grad.get_concrete_function().graph.as_graph_def().node)
+
+  assert count(True) < 0.5 * count(False)
