@@ -29,8 +29,9 @@ from bert_tf.errors import UserInputError
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 # Weights times training steps up to which the update runs as TensorFlow's Adam kernels rather
 # than compiled by XLA (AdamWeightDecay.kernel_update_pays): where the kernels' extra pass over
-# the weights has cost less than the compile, measured on MiniLM-L6 and BERT-Base.
-KERNEL_UPDATE_WEIGHT_STEPS = 1e9
+# the weights has cost less than the compile, measured on MiniLM-L6 and BERT-Base alike
+# (docs/performance.md, "Short runs of small models").
+KERNEL_UPDATE_WEIGHT_STEPS = 1e10
 
 
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):

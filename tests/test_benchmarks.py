@@ -80,6 +80,9 @@ def _plan(tmp):
       ("finetuning_step", "finetuning_step", tiny + hf_peer + [
           "--vocab_file=" + VOCAB_UNCASED, "--batch_size=2", "--max_seq_length=16",
           "--steps=1"]),
+      ("first_step", "first_step", tiny + hf_peer + [
+          "--vocab_file=" + VOCAB_UNCASED, "--batch_size=2", "--max_seq_length=16",
+          "--runs=1", "--train_steps=3,1000000", "--later_steps=1"]),
       ("hf_parity", "hf_parity", hf_peer + [
           "--hf_model_dir=" + model_dir, "--batch_size=2", "--max_seq_length=16"]),
       ("pretraining_data", "pretraining_data", [
@@ -110,7 +113,8 @@ def _plan(tmp):
 # The benchmarks whose sides start fresh TensorFlow processes, run beside the others: two
 # subprocesses of about equal CPU time keep both cores busy.
 SECOND_PROCESS = ("serving_latency", "serving_profile", "hf_parity", "pretraining_data",
-                  "precision_accuracy prepare", "precision_accuracy", "matmul_chain")
+                  "precision_accuracy prepare", "precision_accuracy", "matmul_chain",
+                  "first_step")
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +193,19 @@ def test_finetuning_step(runs):
   rows = records_of(runs, "finetuning_step", "finetuning_step", ["padded", "cut"])
   assert rows["cut"]["figures"]["cut speed-up"] is None
   assert ("HF transformers" in rows) == bool(PEER_PYTHON)
+
+
+def test_first_step(runs):
+  rows = records_of(runs, "first_step", "first_step",
+                    ["bert_tf, 3-step run", "bert_tf, 1000000-step run"]
+                    + ["HF transformers"] * bool(PEER_PYTHON))
+  # The run's length picks the update: the tiny model's short run the kernels, a long one XLA.
+  assert rows["bert_tf, 3-step run"]["settings"]["update"] == "Adam kernels"
+  assert rows["bert_tf, 1000000-step run"]["settings"]["update"] == "XLA-fused"
+  for row in rows.values():  # one run each: its first step is its tracing and first call
+    if "tracing" in row["figures"]:
+      assert row["figures"]["first step"] == pytest.approx(
+          row["figures"]["tracing"] + row["figures"]["first call"])
 
 
 def test_hf_parity(runs):
