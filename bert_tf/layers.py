@@ -23,17 +23,15 @@ from bert_tf.config import BertConfig
 _LAYER_NORM_EPSILON = 1e-12
 
 
-# Training graphs: LayerNorm, tanh-GELU and dropout with their backward passes written out.
-# Each forward builds the very ops Keras and TensorFlow build (the same numbers bitwise, the
-# same dropout masks from the same seeds); only the gradient is built differently. With a
-# dynamic sequence length, autodiff adds shape, broadcast-argument, sum and reshape ops to the
-# gradient of every broadcasting op: about 80 graph ops for one LayerNorm's gradient, 14 for a
-# dropout's, a quarter of a fine-tuning step's graph, which the first step pays in tracing, in
-# grappler and in instantiating it. Written out, each gradient is a handful of ops, equal to
-# autodiff's up to float32 rounding (tests/test_modeling.py). Inference keeps Keras's ops.
-
-_GELU_SQRT_2_OVER_PI = 0.7978845608028654  # the constant of tf.nn.gelu(approximate=True)
-
+# Training graphs: LayerNorm and dropout with their backward passes written out. Each forward
+# builds the very ops Keras and TensorFlow build (the same numbers, the same dropout masks from
+# the same seeds); only the gradient is built differently. With a dynamic sequence length,
+# autodiff adds shape, broadcast-argument, sum and reshape ops to the gradient of every
+# broadcasting op: about 80 graph ops for one LayerNorm's gradient, 14 for a dropout's, a
+# fifth of a fine-tuning step's graph, which the first step pays in tracing, in grappler and
+# in instantiating it. Written out, each gradient is a handful of ops, equal to autodiff's up
+# to float32 rounding (tests/test_layer_gradients.py). Inference keeps Keras's ops. (The tanh
+# GELU is left to autodiff: a written-out gradient changes how grappler rewrites its forward.)
 
 def _layer_norm_with_gradient(x, gamma, beta, epsilon):
   """keras.ops.layer_normalization of float32 `x` over its last axis."""
@@ -61,20 +59,6 @@ def _layer_norm_with_gradient(x, gamma, beta, epsilon):
   return forward(x, gamma, beta)
 
 
-@tf.custom_gradient
-def _gelu_with_gradient(x):
-  """tf.nn.gelu(x, approximate=True), the original's tanh GELU."""
-  coeff = tf.cast(0.044715, x.dtype)
-  t = tf.tanh(_GELU_SQRT_2_OVER_PI * (x + coeff * tf.pow(x, 3)))
-  y = 0.5 * x * (1.0 + t)
-
-  def backward(dy):
-    slope = _GELU_SQRT_2_OVER_PI * (1.0 + 3.0 * coeff * x * x)
-    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * slope)
-
-  return y, backward
-
-
 def _dropout_with_gradient(x, rate, seed):
   """tf.nn.experimental.stateless_dropout(x, rate, seed=seed) for 0 < rate < 1."""
   scale = tf.constant(1 / (1 - rate), x.dtype)
@@ -98,16 +82,13 @@ def gelu_exact(x):
   return keras.activations.gelu(x, approximate=False)
 
 
-def get_activation(name, training=False):
-  """Maps a `hidden_act` string to a function, as the original `get_activation`; with
-  `training`, "gelu" gives the same numbers with a short gradient (_gelu_with_gradient)."""
+def get_activation(name):
+  """Maps a `hidden_act` string to a function, as the original `get_activation`."""
   if not isinstance(name, str):
     return name
   name = name.lower()
   if name in ("", "linear"):
     return None
-  if name == "gelu" and training:
-    return _gelu_with_gradient
   return {"gelu": gelu, "gelu_exact": gelu_exact, "relu": keras.activations.relu,
           "tanh": keras.activations.tanh}[name]
 
@@ -140,7 +121,8 @@ class LayerNorm(keras.layers.LayerNormalization):
 
   def call(self, inputs, training=False):
     last_axis_only = list(self.axis) in ([-1], [len(inputs.shape) - 1])
-    if not training or not last_axis_only or self.rms_scaling:
+    if (not training or not last_axis_only or self.rms_scaling or self.gamma is None
+        or self.beta is None):
       return super().call(inputs)
     x = ops.cast(inputs, "float32")
     return ops.cast(_layer_norm_with_gradient(x, self.gamma, self.beta, self.epsilon),
@@ -329,9 +311,8 @@ class TransformerBlock(ConfiguredLayer):
     self.attention_output = dense(config.hidden_size, config, "attention_output_dense",
                                   dtype=policy)
     self.attention_norm = layer_norm("attention_output_layer_norm")
-    # The activation is applied in `call`, where training picks its short-gradient form.
     self.intermediate = dense(config.intermediate_size, config, "intermediate_dense",
-                              dtype=policy)
+                              activation=get_activation(config.hidden_act), dtype=policy)
     self.output_dense = dense(config.hidden_size, config, "output_dense", dtype=policy)
     self.output_norm = layer_norm("output_layer_norm")
     self.attention_dropout = Dropout(config.hidden_dropout_prob, dtype=policy)
@@ -355,11 +336,8 @@ class TransformerBlock(ConfiguredLayer):
     attention_out = self.attention_dropout(self.attention_output(context), training=training)
     attention_out = self.attention_norm(
         ops.cast(attention_out, "float32") + ops.cast(rows, "float32"), training=training)
-    intermediate = self.intermediate(attention_out)
-    activation = get_activation(self.config.hidden_act, training)
-    if activation is not None:
-      intermediate = activation(intermediate)
-    ffn = self.output_dropout(self.output_dense(intermediate), training=training)
+    ffn = self.output_dense(self.intermediate(attention_out))
+    ffn = self.output_dropout(ffn, training=training)
     output = self.output_norm(ops.cast(ffn, "float32") + attention_out, training=training)
     return ops.reshape(output, tf.shape(hidden_states))
 

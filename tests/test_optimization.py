@@ -98,6 +98,20 @@ def test_accumulated_micro_batches_update_like_one_big_batch():
                                atol=1e-5, err_msg=name)
 
 
+def test_accumulated_micro_batches_trace_the_model_once(monkeypatch):
+  """The micro-batches' gradients share one traced function: tracing the model once per
+  micro-batch would multiply the first step's wait by --gradient_accumulation_steps."""
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  _, _, step = _setup(strategy, accumulation_steps=3)
+  traced = []
+  numerators = step.task.loss_numerators
+  monkeypatch.setattr(step.task, "loss_numerators",
+                      lambda *a, **k: traced.append(1) or numerators(*a, **k))
+  thirds = tf.data.Dataset.from_tensor_slices(BATCH).batch(1).repeat()
+  step.step.get_concrete_function(iter(thirds))
+  assert len(traced) == 1
+
+
 @pytest.mark.parametrize("bias_correction", [False, True])
 def test_bias_correction_takes_unit_steps_on_a_constant_gradient(bias_correction):
   """Hand-worked: with a constant gradient g, corrected moments are g and g^2, so every
