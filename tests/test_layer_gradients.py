@@ -41,6 +41,15 @@ def _weights(y):
   return tf.reshape(tf.sin(tf.range(n, dtype=tf.float32) * 0.37), y.shape)
 
 
+def _output_and_gradients(call, x, sources):
+  """call(x) and the gradients of a fixed weighted sum of it with respect to `sources`."""
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    y = call(x)
+    loss = tf.reduce_sum(y * _weights(y))
+  return y, tape.gradient(loss, sources)
+
+
 @pytest.mark.parametrize("shape", [(7, 32), (2, 5, 32)])
 @pytest.mark.parametrize("graph", [False, True])
 def test_layer_norm_in_training_is_keras_forward_with_autodiff_gradient(shape, graph):
@@ -53,11 +62,7 @@ def test_layer_norm_in_training_is_keras_forward_with_autodiff_gradient(shape, g
   sources = [x, norm.gamma, norm.beta]
 
   def run(training):
-    with tf.GradientTape() as tape:
-      tape.watch(x)
-      y = norm(x, training=training)
-      loss = tf.reduce_sum(y * _weights(y))
-    return y, tape.gradient(loss, sources)
+    return _output_and_gradients(lambda v: norm(v, training=training), x, sources)
 
   run = tf.function(run) if graph else run
   y_train, grads_train = run(True)
@@ -73,11 +78,7 @@ def test_dropout_draws_kerass_masks_and_passes_gradient_through_them(graph):
   assert type(stock) is keras.layers.Dropout
 
   def run(layer):
-    with tf.GradientTape() as tape:
-      tape.watch(x)
-      y = layer(x, training=True)
-      loss = tf.reduce_sum(y * _weights(y))
-    return y, tape.gradient(loss, x)
+    return _output_and_gradients(lambda v: layer(v, training=True), x, x)
 
   for _ in range(2):  # the second call draws from the advanced seed state
     (y_ours, g_ours), (y_stock, g_stock) = [
