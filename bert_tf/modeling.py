@@ -150,8 +150,6 @@ class BertModel(keras.Model):
     """(sequence output, every layer's output) of the transformer blocks; with `packed`
     (layers.PackedTokens) they run on the real tokens' rows, and padding gets zeros."""
     hidden = embedding_output
-    if self._traces_one_block(training, packed):
-      return self._blocks_through_one_trace(hidden, input_mask)
     if packed is not None:
       hidden = tf.gather(tf.reshape(hidden, (-1, self.config.hidden_size)), packed.real)
     encoder_outputs = []
@@ -164,35 +162,6 @@ class BertModel(keras.Model):
       encoder_outputs = [tf.reshape(tf.scatter_nd(packed.real[:, None], rows, flat_shape), shape)
                          for rows in encoder_outputs]
     return encoder_outputs[-1], encoder_outputs
-
-  def _traces_one_block(self, training, packed):
-    """Whether the blocks run through one trace: in a traced training step, when every block
-    holds its variables alike (a frozen block among trainable ones does not)."""
-    if not training or packed is not None or tf.executing_eagerly():
-      return False
-    shape = lambda block: (len(block.trainable_variables), len(block.non_trainable_variables))
-    return len({shape(block) for block in self.encoder_layers}) == 1
-
-  def _blocks_through_one_trace(self, hidden, input_mask):
-    """The training blocks, each a call of one traced block (the first's, stateless) with its
-    own weights and dropout seed states, the new seed states written back: Python traces one
-    block and its gradient instead of every layer's, which is most of the first training
-    step's tracing (docs/performance.md). The same ops and dropout masks; grappler may order
-    a few ops of the inlined calls otherwise (float32 rounding)."""
-    first = self.encoder_layers[0]
-    block_trace = tf.function(
-        lambda weights, seeds, hidden, mask: first.stateless_call(weights, seeds, hidden, mask,
-                                                                  training=True),
-        autograph=False)
-    encoder_outputs = []
-    for block in self.encoder_layers:
-      hidden, seeds = block_trace([v.value for v in block.trainable_variables],
-                                  [v.value for v in block.non_trainable_variables], hidden,
-                                  input_mask)
-      for variable, value in zip(block.non_trainable_variables, seeds):
-        variable.assign(value)
-      encoder_outputs.append(hidden)
-    return hidden, encoder_outputs
 
   def get_embedding_table(self):
     """The [vocab_size, H] word embeddings, shared with the masked-LM head."""
