@@ -178,6 +178,18 @@ def test_the_kernel_update_equals_the_keras_update():
   assert not optimization.AdamWeightDecay(1e-3, {}, bias_correction=True).has_kernel_update
 
 
+def test_the_step_logs_which_update_it_runs(caplog):
+  """The update's kind explains seconds of the first step (XLA compiles before it)."""
+  caplog.set_level("INFO")
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  _, _, kernels = _setup(strategy)  # the tiny model's 10-step run
+  _, _, fused = _setup(strategy, kernel_update=False)
+  assert kernels.update_kind.startswith("TensorFlow's Adam kernels")
+  assert fused.update_kind.startswith("fused by XLA")
+  assert ("Optimizer update: " + kernels.update_kind) in caplog.text
+  assert ("Optimizer update: " + fused.update_kind) in caplog.text
+
+
 def test_the_kernel_update_is_for_short_runs_of_small_models():
   """kernel_update_pays, TrainStep's default choice on one device: the kernels up to
   KERNEL_UPDATE_WEIGHT_STEPS weights x steps, XLA beyond, never with bias correction."""

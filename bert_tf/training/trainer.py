@@ -150,10 +150,14 @@ class TrainStep:
       kernel_update = getattr(optimizer, "kernel_update_pays", lambda _: False)(self.variables)
     if fuse and kernel_update:
       self._update = self._kernel_update_fn
+      self.update_kind = "TensorFlow's Adam kernels (nothing to compile before the first step)"
     elif fuse:
       self._update = tf.function(self._update_fn, jit_compile=True, autograph=False)
+      self.update_kind = "fused by XLA (compiled before the first step)"
     else:
       self._update = self._update_fn
+      self.update_kind = "per variable (distributed)"
+    logging.info("Optimizer update: %s", self.update_kind)
     self.step = tf.function(self._step, autograph=False)
 
   def _update_fn(self, grads):
