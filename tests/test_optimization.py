@@ -1,6 +1,7 @@
 """AdamWeightDecay + warmup/decay + clipping: the original's 5-step trajectory."""
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -180,10 +181,10 @@ def test_the_kernel_update_equals_the_keras_update():
 
 def test_the_step_logs_which_update_it_runs(caplog):
   """The update's kind explains seconds of the first step (XLA compiles before it)."""
-  caplog.set_level("INFO")
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-  _, _, kernels = _setup(strategy)  # the tiny model's 10-step run
-  _, _, fused = _setup(strategy, kernel_update=False)
+  with caplog.at_level(logging.INFO, logger="absl"):  # absl's own level may be WARNING
+    _, _, kernels = _setup(strategy)  # the tiny model's 10-step run
+    _, _, fused = _setup(strategy, kernel_update=False)
   assert kernels.update_kind.startswith("TensorFlow's Adam kernels")
   assert fused.update_kind.startswith("fused by XLA")
   assert ("Optimizer update: " + kernels.update_kind) in caplog.text
