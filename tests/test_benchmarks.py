@@ -200,8 +200,8 @@ def test_first_step(runs):
                     ["bert_tf, 3-step run", "bert_tf, 1000000-step run"]
                     + ["HF transformers"] * bool(PEER_PYTHON))
   # The run's length picks the update: the tiny model's short run the kernels, a long one XLA.
-  assert rows["bert_tf, 3-step run"]["settings"]["update"] == "Adam kernels"
-  assert rows["bert_tf, 1000000-step run"]["settings"]["update"] == "XLA-fused"
+  assert rows["bert_tf, 3-step run"]["settings"]["update"] == "TensorFlow's Adam kernels"
+  assert rows["bert_tf, 1000000-step run"]["settings"]["update"] == "fused by XLA"
   for row in rows.values():  # one run each: its first step is its tracing and first call
     if "tracing" in row["figures"]:
       assert row["figures"]["first step"] == pytest.approx(

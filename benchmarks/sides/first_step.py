@@ -44,10 +44,8 @@ def bert_tf(batches_file, config, init_checkpoint, train_steps, steps):
     start = time.perf_counter()
     float(step.step(iterator)["loss"])
     later.append(time.perf_counter() - start)
-  update = ("Adam kernels" if optimizer.kernel_update_pays(model.trainable_variables)
-            else "XLA-fused")
   return {"trace": trace, "first_call": first_call, "later": later, "loss": loss,
-          "update": update, "version": tf.__version__}
+          "update": step.update_kind.split(" (")[0], "version": tf.__version__}
 
 
 def hf(batches_file, folder, config, threads, steps):
