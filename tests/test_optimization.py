@@ -6,6 +6,8 @@ import logging
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.python.eager import context
 
 from bert_tf import checkpoints, optimization, training
 from bert_tf.config import BertConfig
@@ -109,7 +111,7 @@ def test_accumulated_micro_batches_trace_the_model_once(monkeypatch):
   monkeypatch.setattr(step.task, "loss_numerators",
                       lambda *a, **k: traced.append(1) or numerators(*a, **k))
   thirds = tf.data.Dataset.from_tensor_slices(BATCH).batch(1).repeat()
-  step.step.get_concrete_function(iter(thirds))
+  step.trace(iter(thirds))
   assert len(traced) == 1
 
 
@@ -202,3 +204,65 @@ def test_the_kernel_update_is_for_short_runs_of_small_models():
       variables)
   assert not optimization.create_optimizer(1e-3, 10, 1, names, bias_correction=True
                                            ).kernel_update_pays(variables)
+
+
+def _lean_fields_cleared(config):
+  """`config` with the four settings lean_grappler_options changes set back to the defaults."""
+  config = config_pb2.ConfigProto.FromString(config.SerializeToString())
+  rewrite = config.graph_options.rewrite_options
+  for name in ("meta_optimizer_iterations", "memory_optimization", "layout_optimizer",
+               "disable_tfg_optimizer"):
+    rewrite.ClearField(name)
+  return config
+
+
+def test_the_step_runs_with_lean_grappler_options_and_gives_the_same_numbers(monkeypatch):
+  """On CPU the step's call skips grappler's passes that cost first-step seconds (one
+  meta-optimizer iteration, no memory/layout/TFG passes); the rest of the thread's config
+  is kept, the thread's own options are back after the call, and the numbers do not move."""
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  _, _, lean = _setup(strategy)
+  _, _, plain = _setup(strategy)
+  plain._lean_grappler = False
+  seen = []
+  denominators = lean.task.loss_denominators
+  monkeypatch.setattr(lean.task, "loss_denominators", lambda batch: seen.append(
+      context.context().function_call_options.config_proto_serialized) or denominators(batch))
+  before = context.context().function_call_options.config_proto_serialized
+  dataset = tf.data.Dataset.from_tensors(BATCH).repeat()
+  lean_it, plain_it = _iterator(strategy, dataset), _iterator(strategy, dataset)
+  losses = [(float(lean.step(lean_it)["loss"]), float(plain.step(plain_it)["loss"]))
+            for _ in range(3)]
+  assert context.context().function_call_options.config_proto_serialized == before
+  assert len(seen) == 1  # traced once, inside the lean call
+  config = config_pb2.ConfigProto.FromString(seen[0])
+  rewrite = config.graph_options.rewrite_options
+  assert rewrite.meta_optimizer_iterations == rewrite.ONE
+  assert rewrite.memory_optimization == rewrite.NO_MEM_OPT
+  assert rewrite.layout_optimizer == rewrite.OFF and rewrite.disable_tfg_optimizer
+  assert rewrite.remapping != rewrite.OFF and rewrite.arithmetic_optimization != rewrite.OFF
+  assert _lean_fields_cleared(config) == _lean_fields_cleared(
+      config_pb2.ConfigProto.FromString(before))
+  np.testing.assert_allclose([a for a, _ in losses], [b for _, b in losses], rtol=1e-6)
+  assert losses[0][0] != losses[2][0]  # the weights moved
+
+
+def test_lean_grappler_options_start_from_any_config_and_stay_off_accelerators():
+  """An empty config is TensorFlow's defaults: the lean settings apply to it too, and the
+  executor type is kept. Strategies with a GPU or TPU device keep the default passes (the
+  layout and memory passes are theirs)."""
+  lean = training.trainer.lean_grappler_options(
+      context.FunctionCallOptions(executor_type="SINGLE_THREADED_EXECUTOR", config_proto=None))
+  rewrite = config_pb2.ConfigProto.FromString(lean.config_proto_serialized).graph_options \
+      .rewrite_options
+  assert rewrite.meta_optimizer_iterations == rewrite.ONE and rewrite.disable_tfg_optimizer
+  assert lean.executor_type == "SINGLE_THREADED_EXECUTOR"
+
+  class Extended:
+    worker_devices = ("/job:localhost/replica:0/task:0/device:GPU:0",)
+
+  class Strategy:
+    extended = Extended()
+  assert not training.trainer._on_cpus(Strategy())
+  Extended.worker_devices = ("/job:worker/replica:0/task:1/device:CPU:0",)
+  assert training.trainer._on_cpus(Strategy())

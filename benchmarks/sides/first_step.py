@@ -34,7 +34,7 @@ def bert_tf(batches_file, config, init_checkpoint, train_steps, steps):
               "is_real_example": batches["is_real_example"][..., None]}
   iterator = iter(tf.data.Dataset.from_tensor_slices(features))
   start = time.perf_counter()
-  step.step.get_concrete_function(iterator)
+  step.trace(iterator)
   trace = time.perf_counter() - start
   start = time.perf_counter()
   loss = float(step.step(iterator)["loss"])

@@ -27,6 +27,8 @@ import time
 from absl import logging
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.python.eager import context
 
 from bert_tf import checkpoints
 from bert_tf.checkpoints import run_folder
@@ -37,6 +39,42 @@ import bert_tf.training.preemption as preemption_lib
 from bert_tf.utils.progress import Progress
 
 _LOSS_SCALE_PERIOD = 2000
+
+
+def lean_grappler_options(options):
+  """`options` (a thread's tf.function call options) for the train step on CPU: without the
+  graph optimizations that find nothing to gain in the step's graph there. That graph has
+  thousands of ops and grappler's passes are paid at its first call. A second meta-optimizer
+  iteration, the memory optimizer (swapping and recomputation are GPU heuristics), the layout
+  optimizer (NCHW for GPU convolutions) and the TFG passes cost about 0.4 s of a MiniLM-L6
+  first step and leave later steps as fast; the remapper's fusions, the arithmetic optimizer
+  and constant folding stay (docs/performance.md)."""
+  config = config_pb2.ConfigProto.FromString(options.config_proto_serialized or b"")
+  rewrite = config.graph_options.rewrite_options
+  rewrite.meta_optimizer_iterations = rewrite.ONE
+  rewrite.memory_optimization = rewrite.NO_MEM_OPT
+  rewrite.layout_optimizer = rewrite.OFF
+  rewrite.disable_tfg_optimizer = True
+  return context.FunctionCallOptions(executor_type=options.executor_type, config_proto=config)
+
+
+@contextlib.contextmanager
+def _function_call_options(options):
+  """Calls of tf.functions in this thread run with `options` (None: unchanged) until exit."""
+  if options is None:
+    yield
+    return
+  ctx = context.context()
+  saved = ctx.function_call_options
+  ctx.function_call_options = options
+  try:
+    yield
+  finally:
+    ctx.function_call_options = saved
+
+
+def _on_cpus(strategy):
+  return all("CPU" in device.upper() for device in strategy.extended.worker_devices)
 
 
 class DynamicLossScale(tf.Module):
@@ -158,7 +196,22 @@ class TrainStep:
       self._update = self._update_fn
       self.update_kind = "per variable (distributed)"
     logging.info("Optimizer update: %s", self.update_kind)
-    self.step = tf.function(self._step, autograph=False)
+    self._compiled_step = tf.function(self._step, autograph=False)
+    self._call_options = None  # built at the first step, from the context as it is then
+    self._lean_grappler = _on_cpus(strategy)
+
+  def step(self, iterator):
+    """One optimizer step on the next batch(es) of `iterator`: its loss, gradient norm and
+    learning rate. On CPUs it runs with lean_grappler_options."""
+    if self._lean_grappler and self._call_options is None:
+      self._call_options = lean_grappler_options(context.context().function_call_options)
+    with _function_call_options(self._call_options):
+      return self._compiled_step(iterator)
+
+  def trace(self, iterator):
+    """Traces the step for `iterator`'s batches without running it: a benchmark times tracing
+    apart from the first call."""
+    return self._compiled_step.get_concrete_function(iterator)
 
   def _update_fn(self, grads):
     self.optimizer.apply(grads, self.variables)
