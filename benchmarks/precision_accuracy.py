@@ -154,12 +154,10 @@ def load_classifier(config, checkpoint):
 
 
 def dense_layers(model):
-  """The plain keras Dense layers of `model`: those bert_tf.utils.precision's int8 path
-  quantizes."""
+  """The Dense layers of `model`: those bert_tf.utils.precision's int8 path quantizes."""
   import keras
   layers = model._flatten_layers(include_self=False)  # pylint: disable=protected-access
-  return [layer for layer in layers
-          if type(layer) is keras.layers.Dense]  # pylint: disable=unidiomatic-typecheck
+  return [layer for layer in layers if isinstance(layer, keras.layers.Dense)]
 
 
 def check_keep_patterns(patterns, model):

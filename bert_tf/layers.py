@@ -30,8 +30,8 @@ _LAYER_NORM_EPSILON = 1e-12
 # broadcasting op: about 80 graph ops for one LayerNorm's gradient, 14 for a dropout's, a
 # fifth of a fine-tuning step's graph, which the first step pays in tracing, in grappler and
 # in instantiating it. Written out, each gradient is a handful of ops, equal to autodiff's up
-# to float32 rounding (tests/test_layer_gradients.py). Inference keeps Keras's ops. (The tanh
-# GELU is left to autodiff: a written-out gradient changes how grappler rewrites its forward.)
+# to float32 rounding (tests/test_layer_gradients.py). Inference keeps Keras's ops. The same
+# goes for the tanh GELU, the attention's two batched matmuls and the residual sums.
 
 def _layer_norm_with_gradient(x, gamma, beta, epsilon):
   """keras.ops.layer_normalization of float32 `x` over its last axis."""
@@ -72,9 +72,53 @@ def _dropout_with_gradient(x, rate, seed):
   return forward(x)
 
 
+def _batch_matmul_with_gradient(a, b, transpose_b=False):
+  """tf.linalg.matmul(a, b, transpose_b=...) of [B, N, ., .] tensors of one batch shape, with
+  the two matmuls of its gradient and nothing else: autodiff's also reduces over broadcast
+  batch dimensions (there are none here), about fifteen shape, reshape and sum ops."""
+
+  @tf.custom_gradient
+  def forward(a, b):
+    def backward(dy):
+      if transpose_b:  # y = a b^T: da = dy b, db = dy^T a
+        return tf.linalg.matmul(dy, b), tf.linalg.matmul(dy, a, transpose_a=True)
+      return tf.linalg.matmul(dy, b, transpose_b=True), tf.linalg.matmul(a, dy, transpose_a=True)
+
+    return tf.linalg.matmul(a, b, transpose_b=transpose_b), backward
+
+  return forward(a, b)
+
+
+def _residual_sum(x, residual, training):
+  """x + residual of one shape. In training an AddN, whose gradient passes through: AddV2's
+  adds shape, broadcast-argument, sum and reshape ops for both inputs."""
+  return tf.add_n([x, residual]) if training else x + residual
+
+
 def gelu(x):
   """The original's tanh approximation of GELU (not the exact erf form)."""
   return keras.activations.gelu(x, approximate=True)
+
+
+def _gelu_with_gradient(x):
+  """gelu(x) from the very ops of tf.nn.gelu's tanh form, with the derivative written out
+  from the forward's tanh: autodiff's chains through the power, the tanh and six products,
+  about thirty graph ops against ten."""
+
+  @tf.custom_gradient
+  def forward(x):
+    half_x = 0.5 * x
+    tanh = tf.math.tanh(0.7978845608028654 * (x + tf.cast(0.044715, x.dtype) * tf.math.pow(x, 3)))
+    one_plus_tanh = 1.0 + tanh
+
+    def backward(dy):
+      # (1 + t) / 2 + x / 2 * (1 - t^2) * sqrt(2 / pi) * (1 + 3 * 0.044715 * x^2)
+      slope = 0.7978845608028654 + (3 * 0.044715 * 0.7978845608028654) * (x * x)
+      return dy * (0.5 * one_plus_tanh + half_x * ((1.0 - tanh * tanh) * slope))
+
+    return half_x * one_plus_tanh, backward
+
+  return forward(x)
 
 
 def gelu_exact(x):
@@ -147,9 +191,28 @@ def layer_norm(name):
   return LayerNorm(axis=-1, epsilon=_LAYER_NORM_EPSILON, name=name, dtype="float32")
 
 
+@serializable
+class Dense(keras.layers.Dense):
+  """Keras's Dense whose training call applies the tanh GELU with its short gradient
+  (_gelu_with_gradient): the same weights, ops and numbers. Otherwise Keras's call."""
+
+  def call(self, inputs, training=None):
+    if not training or self.activation is not gelu or self.quantization_mode is not None:
+      return super().call(inputs, training=training)
+    x = ops.matmul(inputs, self.kernel)
+    if self.bias is not None:
+      x = ops.add(x, self.bias)
+    return _gelu_with_gradient(x)
+
+  def quantize(self, mode=None, type_check=True, config=None):
+    """Keras's quantization: quantized, the layer runs Keras's quantized call, which this
+    class leaves alone (Keras refuses subclasses unless told)."""
+    return super().quantize(mode, type_check=False, config=config)
+
+
 def dense(units, config, name, activation=None, dtype=None):
-  return keras.layers.Dense(units, activation=activation, name=name, dtype=dtype,
-                            kernel_initializer=truncated_normal(config.initializer_range))
+  return Dense(units, activation=activation, name=name, dtype=dtype,
+               kernel_initializer=truncated_normal(config.initializer_range))
 
 
 def attention_bias_from_mask(input_mask, dtype="float32"):
@@ -280,14 +343,15 @@ class SelfAttention(ConfiguredLayer):
     k = split_heads(self.key(rows))
     v = split_heads(self.value(rows))
     # transpose_b, as the original: the kernel reads K's rows, no transposed copy is made.
-    scores = tf.linalg.matmul(q, k, transpose_b=True)  # [B, N, S, S]
+    matmul = _batch_matmul_with_gradient if training else tf.linalg.matmul
+    scores = matmul(q, k, transpose_b=True)  # [B, N, S, S]
     scores = scores * ops.cast(1.0 / math.sqrt(c.head_size), scores.dtype)
     scores = ops.cast(scores, "float32") + attention_bias_from_mask(input_mask)
     if c.causal_attention:
       scores = scores + causal_attention_bias(ops.shape(scores)[-1])
     probs = ops.cast(ops.softmax(scores, axis=-1), q.dtype)
     probs = self.dropout(probs, training=training)
-    context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
+    context = ops.transpose(matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
     context = ops.reshape(context, (-1, c.hidden_size))
     return context if packed is None else tf.gather(context, packed.real)
 
@@ -334,11 +398,12 @@ class TransformerBlock(ConfiguredLayer):
     rows = ops.reshape(hidden_states, (-1, self.config.hidden_size))
     context = self.attention(rows, input_mask, training=training, packed=packed)
     attention_out = self.attention_dropout(self.attention_output(context), training=training)
-    attention_out = self.attention_norm(
-        ops.cast(attention_out, "float32") + ops.cast(rows, "float32"), training=training)
-    ffn = self.output_dense(self.intermediate(attention_out))
+    attention_out = self.attention_norm(_residual_sum(
+        ops.cast(attention_out, "float32"), ops.cast(rows, "float32"), training), training=training)
+    ffn = self.output_dense(self.intermediate(attention_out, training=training))
     ffn = self.output_dropout(ffn, training=training)
-    output = self.output_norm(ops.cast(ffn, "float32") + attention_out, training=training)
+    output = self.output_norm(_residual_sum(ops.cast(ffn, "float32"), attention_out, training),
+                              training=training)
     return ops.reshape(output, tf.shape(hidden_states))
 
 

@@ -140,8 +140,9 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         0.0, self.beta_1, self.beta_2, self.epsilon))
     for gradient, variable in zip(gradients, variables):
       m, v = self.slot_variables(variable)
-      if self._uses_decay(variable):
-        variable.assign_sub(decay * variable)
+      if self._uses_decay(variable):  # on the handle: one read, one product, one update
+        weights = tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=variable.dtype)
+        tf.raw_ops.AssignSubVariableOp(resource=variable.handle, value=decay * weights)
       tf.raw_ops.ResourceApplyAdam(
           var=variable.handle, m=m.handle, v=v.handle, beta1_power=zero, beta2_power=zero,
           lr=learning_rate, beta1=beta_1, beta2=beta_2, epsilon=epsilon,

@@ -1,6 +1,7 @@
-"""The short gradients the encoder trains with (LayerNorm and dropout in bert_tf.layers)
-against autodiff of Keras's and TensorFlow's own ops: the same forward numbers bitwise, the
-same dropout masks, gradients equal up to float32 rounding, and far fewer graph ops."""
+"""The short gradients the encoder trains with (LayerNorm, dropout, the tanh GELU, the
+attention's batched matmuls and the residual sums in bert_tf.layers) against autodiff of
+Keras's and TensorFlow's own ops: the same forward numbers bitwise, the same dropout masks,
+gradients equal up to float32 rounding, and far fewer graph ops."""
 
 import keras
 import numpy as np
@@ -48,6 +49,52 @@ def _output_and_gradients(call, x, sources):
     y = call(x)
     loss = tf.reduce_sum(y * _weights(y))
   return y, tape.gradient(loss, sources)
+
+
+def _stock_residual_sum(x, residual, training):
+  return x + residual
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_gelu_in_training_is_tensorflows_forward_with_autodiff_gradient(graph):
+  """Across GELU's curved range, where a wrong derivative term shows. Traced, grappler
+  rewrites the stock forward's ops (whose intermediates autodiff's gradient reads) otherwise
+  than ours: there the forward is equal up to float32 rounding."""
+  x = tf.constant((np.linspace(-6.0, 6.0, 97).reshape(1, 97) * [[1.0], [0.3]]).astype("float32"))
+
+  def run(call):
+    return _output_and_gradients(call, x, x)
+
+  run = tf.function(run) if graph else run
+  y_short, g_short = run(layers._gelu_with_gradient)
+  y_stock, g_stock = run(layers.gelu)
+  if graph:
+    _assert_gradients_close([y_short], [y_stock])
+  else:
+    np.testing.assert_array_equal(y_short.numpy(), y_stock.numpy())
+  _assert_gradients_close([g_short], [g_stock])
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_batch_matmul_gradient_is_autodiffs(transpose_b):
+  """The two matmuls autodiff builds, without its reduction over (absent) broadcast batch
+  dimensions: the same numbers."""
+  rng = np.random.default_rng(4)
+  a = tf.constant(rng.normal(size=(2, 3, 5, 4)).astype("float32"))
+  b = tf.constant(rng.normal(size=(2, 3, 6, 4) if transpose_b else (2, 3, 4, 6))
+                  .astype("float32"))
+
+  def run(matmul):
+    with tf.GradientTape() as tape:
+      tape.watch([a, b])
+      y = matmul(a, b, transpose_b=transpose_b)
+      loss = tf.reduce_sum(y * _weights(y))
+    return y, tape.gradient(loss, [a, b])
+
+  y_short, g_short = run(layers._batch_matmul_with_gradient)
+  y_stock, g_stock = run(tf.linalg.matmul)
+  np.testing.assert_array_equal(y_short.numpy(), y_stock.numpy())
+  _assert_gradients_close(g_short, g_stock)
 
 
 @pytest.mark.parametrize("shape", [(7, 32), (2, 5, 32)])
@@ -125,15 +172,22 @@ def dropout_encoder():
 @pytest.mark.parametrize("graph", [False, True])
 def test_encoder_training_gradients_equal_autodiff_of_the_stock_layers(dropout_encoder,
                                                                       monkeypatch, graph):
-  """Eagerly and traced as the trainer traces its step (grappler then rewrites the forward:
-  it must rewrite both alike)."""
+  """Eagerly and traced as the trainer traces its step. Traced, grappler's arithmetic
+  optimizer may order a sum of the forward otherwise around the custom gradients' boundaries
+  (AddN for AddV2, GELU's ops): the loss is then equal up to float32 rounding."""
   encoder, seed_states, inputs = dropout_encoder
   short_loss, short_grads = _encoder_gradients(encoder, seed_states, inputs, graph)
   # Keras's and TensorFlow's own ops, differentiated by autodiff, where the short gradients are
   monkeypatch.setattr(layers, "_layer_norm_with_gradient", _stock_layer_norm)
   monkeypatch.setattr(layers, "_dropout_with_gradient", _stock_dropout)
+  monkeypatch.setattr(layers, "_gelu_with_gradient", layers.gelu)
+  monkeypatch.setattr(layers, "_batch_matmul_with_gradient", tf.linalg.matmul)
+  monkeypatch.setattr(layers, "_residual_sum", _stock_residual_sum)
   stock_loss, stock_grads = _encoder_gradients(encoder, seed_states, inputs, graph)
-  assert short_loss.numpy() == stock_loss.numpy()  # the same forward, the same masks
+  if graph:  # the same masks: another mask would move the loss by far more
+    assert short_loss.numpy() == pytest.approx(stock_loss.numpy(), rel=1e-6)
+  else:  # the same forward, the same masks
+    assert short_loss.numpy() == stock_loss.numpy()
   assert all(g is not None for g in short_grads)
   _assert_gradients_close(short_grads, stock_grads)
 

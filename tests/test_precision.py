@@ -79,7 +79,7 @@ def test_encoder_layers_compute_in_the_precision(classifier, features, name):
   encoder.set_weights(classifier.encoder.get_weights())
   reference = encoder(features)["sequence_output"]
   other = precision.for_inference(encoder, name)
-  dense = [l for l in other._flatten_layers() if type(l) is keras.layers.Dense]
+  dense = [l for l in other._flatten_layers() if isinstance(l, keras.layers.Dense)]
   norms = [l for l in other._flatten_layers() if isinstance(l, keras.layers.LayerNormalization)]
   # 2 layers x (query, key, value, attention output, intermediate, output) + the pooler.
   assert len(dense) == 13 and norms

@@ -124,15 +124,17 @@ def _build_like(copy, model):
 
 
 def quantize_dense_int8(model):
-  """Quantizes every plain keras Dense layer of `model` to int8 in place; returns their count.
+  """Quantizes every Dense layer of `model` to int8 in place; returns their count.
 
-  Only exact `keras.layers.Dense` leaves are touched (Keras' own rule for `quantize`): the
-  encoder's projections and the pooler. Quantizing layer by layer, rather than
-  `model.quantize`, leaves bert_tf's own layers alone instead of warning about each.
+  The encoder's projections and the pooler are Dense leaves: Keras's own, or bert_tf's
+  `layers.Dense`, which changes only the training call (Keras calls the quantized form
+  itself). Quantizing layer by layer, rather than `model.quantize` (which takes exact
+  `keras.layers.Dense` only), leaves bert_tf's other layers alone instead of warning about
+  each.
   """
   count = 0
   for layer in model._flatten_layers(include_self=False):  # pylint: disable=protected-access
-    if type(layer) is keras.layers.Dense:  # pylint: disable=unidiomatic-typecheck
+    if isinstance(layer, keras.layers.Dense):
       layer.quantize("int8")
       count += 1
   if not count:
