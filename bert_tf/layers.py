@@ -62,7 +62,13 @@ def _layer_norm_with_gradient(x, gamma, beta, epsilon):
 def _dropout_with_gradient(x, rate, seed):
   """tf.nn.experimental.stateless_dropout(x, rate, seed=seed) for 0 < rate < 1."""
   scale = tf.constant(1 / (1 - rate), x.dtype)
-  keep = tf.random.stateless_uniform(tf.shape(x), seed=seed, dtype=x.dtype) >= rate
+  # tf.random.stateless_uniform's numbers ("auto_select" algorithm, [0, 1)) from its two
+  # kernels: its scaling to [minval, maxval) multiplies by 1 and adds 0, three ops more.
+  key, counter = tf.raw_ops.StatelessRandomGetKeyCounter(seed=seed)
+  uniform = tf.raw_ops.StatelessRandomUniformV2(shape=tf.shape(x), key=key, counter=counter,
+                                                alg=tf.random.Algorithm.AUTO_SELECT.value,
+                                                dtype=x.dtype)
+  keep = uniform >= rate
   zero = tf.constant(0, x.dtype)
 
   @tf.custom_gradient

@@ -266,3 +266,31 @@ def test_lean_grappler_options_start_from_any_config_and_stay_off_accelerators()
   assert not training.trainer._on_cpus(Strategy())
   Extended.worker_devices = ("/job:worker/replica:0/task:1/device:CPU:0",)
   assert training.trainer._on_cpus(Strategy())
+
+
+@pytest.mark.parametrize("case", ["clipped", "under_the_norm", "infinite", "nan"])
+def test_clip_by_global_norm_is_tensorflows_without_the_identities(case):
+  """The step's clipping gives tf.clip_by_global_norm's numbers bitwise: scaled down above
+  the norm, untouched under it, all NaN when a gradient is not finite."""
+  rng = np.random.default_rng(5)
+  grads = [tf.constant(rng.normal(size=shape).astype("float32")) for shape in [(3, 4), (5,)]]
+  if case == "under_the_norm":
+    grads = [g * 1e-3 for g in grads]
+  elif case in ("infinite", "nan"):
+    grads[1] = tf.tensor_scatter_nd_update(grads[1], [[2]], [np.inf if case == "infinite"
+                                                             else np.nan])
+
+  @tf.function
+  def both(grads):
+    return training.trainer.clip_by_global_norm(grads, 1.0), tf.clip_by_global_norm(grads, 1.0)
+
+  (ours, our_norm), (theirs, their_norm) = both(grads)
+  np.testing.assert_array_equal(our_norm.numpy(), their_norm.numpy())
+  for a, b in zip(ours, theirs):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  if case == "clipped":
+    assert float(their_norm) > 1 and float(tf.linalg.global_norm(ours)) == pytest.approx(1.0)
+  elif case == "under_the_norm":
+    np.testing.assert_array_equal(ours[0].numpy(), grads[0].numpy())
+  else:
+    assert all(np.isnan(g.numpy()).all() for g in ours)
