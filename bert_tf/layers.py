@@ -17,6 +17,7 @@ from typing import NamedTuple
 import keras
 from keras import ops
 import tensorflow as tf
+from tensorflow.python.eager import record
 
 from bert_tf.config import BertConfig
 
@@ -33,11 +34,34 @@ _LAYER_NORM_EPSILON = 1e-12
 # to float32 rounding (tests/test_layer_gradients.py). Inference keeps Keras's ops. The same
 # goes for the tanh GELU, the attention's two batched matmuls and the residual sums.
 
+def _custom_gradient(fn):
+  """tf.custom_gradient for the training graph's hand-differentiated ops: `fn(*tensors)` gives
+  (output, backward) as there, and the gradient tape records the call as one op. TensorFlow's
+  decorator also wraps outputs and inputs in an IdentityN (for tf.gradients, which bert_tf does
+  not call), walks the graph for variables, and lets the tape build a zero gradient for each
+  input's pass-through: about four graph ops per call, paid by the first step for the ~50
+  calls of a 6-layer encoder. Inputs must be tensors read outside (a variable's read is
+  recorded where the tape sees it)."""
+
+  def call(*inputs):
+    with record.stop_recording():
+      output, backward = fn(*inputs)
+
+    def gradients(dy):
+      grads = backward(dy)
+      return list(grads) if isinstance(grads, (list, tuple)) else [grads]
+
+    record.record_operation(fn.__name__, [output], list(inputs), gradients)
+    return output
+
+  return call
+
+
 def _layer_norm_with_gradient(x, gamma, beta, epsilon):
   """keras.ops.layer_normalization of float32 `x` over its last axis."""
   gamma, beta = tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta)
 
-  @tf.custom_gradient
+  @_custom_gradient
   def forward(x, gamma, beta):
     mean, variance = tf.nn.moments(x, axes=[x.shape.rank - 1], keepdims=True)
     reciprocal_std = tf.math.rsqrt(variance + epsilon)
@@ -71,7 +95,7 @@ def _dropout_with_gradient(x, rate, seed):
   keep = uniform >= rate
   zero = tf.constant(0, x.dtype)
 
-  @tf.custom_gradient
+  @_custom_gradient
   def forward(x):
     return tf.where(keep, x * scale, zero), lambda dy: tf.where(keep, dy, zero) * scale
 
@@ -83,7 +107,7 @@ def _batch_matmul_with_gradient(a, b, transpose_b=False):
   the two matmuls of its gradient and nothing else: autodiff's also reduces over broadcast
   batch dimensions (there are none here), about fifteen shape, reshape and sum ops."""
 
-  @tf.custom_gradient
+  @_custom_gradient
   def forward(a, b):
     def backward(dy):
       if transpose_b:  # y = a b^T: da = dy b, db = dy^T a
@@ -111,7 +135,7 @@ def _gelu_with_gradient(x):
   from the forward's tanh: autodiff's chains through the power, the tanh and six products,
   about thirty graph ops against ten."""
 
-  @tf.custom_gradient
+  @_custom_gradient
   def forward(x):
     half_x = 0.5 * x
     tanh = tf.math.tanh(0.7978845608028654 * (x + tf.cast(0.044715, x.dtype) * tf.math.pow(x, 3)))
