@@ -36,16 +36,17 @@ _LAYER_NORM_EPSILON = 1e-12
 
 def _custom_gradient(fn):
   """tf.custom_gradient for the training graph's hand-differentiated ops: `fn(*tensors)` gives
-  (output, backward) as there, and the gradient tape records the call as one op. TensorFlow's
-  decorator also wraps outputs and inputs in an IdentityN (for tf.gradients, which bert_tf does
-  not call), walks the graph for variables, and lets the tape build a zero gradient for each
-  input's pass-through: about four graph ops per call, paid by the first step for the ~50
-  calls of a 6-layer encoder. Inputs must be tensors read outside (a variable's read is
-  recorded where the tape sees it)."""
+  (output, backward) as there, and the gradient tape records the call as one op (it replaces
+  the forward ops as the output's source; those stay recorded, so a tape around the backward
+  sees how it depends on the forward's intermediates: higher derivatives stay right).
+  TensorFlow's decorator also wraps outputs and inputs in an IdentityN (for tf.gradients,
+  which then differentiates the forward ops), walks the graph for variables, and lets the
+  tape build a zero gradient for each input's pass-through: about four graph ops per call,
+  paid by the first step for the ~50 calls of a 6-layer encoder. Inputs must be tensors read
+  outside (a variable's read is recorded where the tape sees it)."""
 
   def call(*inputs):
-    with record.stop_recording():
-      output, backward = fn(*inputs)
+    output, backward = fn(*inputs)
 
     def gradients(dy):
       grads = backward(dy)

@@ -75,6 +75,34 @@ def test_gelu_in_training_is_tensorflows_forward_with_autodiff_gradient(graph):
   _assert_gradients_close([g_short], [g_stock])
 
 
+@pytest.mark.parametrize("graph", [False, True])
+def test_second_derivatives_through_the_short_gradients_are_autodiffs(graph):
+  """A tape around the gradient (a gradient penalty, a Hessian-vector product) sees how the
+  written-out backward depends on the forward's intermediates, as with autodiff."""
+  x = tf.constant(np.linspace(-3.0, 3.0, 8).reshape(2, 4).astype("float32"))
+  gamma = tf.constant(np.linspace(0.5, 2.0, 4).astype("float32"))
+  beta = tf.constant(np.linspace(-0.5, 0.5, 4).astype("float32"))
+
+  def second(call):
+    def run():
+      with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+          inner.watch(x)
+          y = call(x)
+          loss = tf.reduce_sum(y * _weights(y))
+        gradient = inner.gradient(loss, x)
+        penalty = tf.reduce_sum(gradient * gradient)
+      return gradient, outer.gradient(penalty, x)
+    return (tf.function(run) if graph else run)()
+
+  pairs = [(layers._gelu_with_gradient, layers.gelu),
+           (lambda v: layers._layer_norm_with_gradient(v, gamma, beta, 1e-12),
+            lambda v: _stock_layer_norm(v, gamma, beta, 1e-12))]
+  for short, stock in pairs:
+    _assert_gradients_close(second(short), second(stock))
+
+
 @pytest.mark.parametrize("transpose_b", [False, True])
 def test_batch_matmul_gradient_is_autodiffs(transpose_b):
   """The two matmuls autodiff builds, without its reduction over (absent) broadcast batch

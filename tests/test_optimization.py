@@ -247,6 +247,27 @@ def test_the_step_runs_with_lean_grappler_options_and_gives_the_same_numbers(mon
   assert losses[0][0] != losses[2][0]  # the weights moved
 
 
+def test_the_lean_options_follow_the_threads_options_at_every_call(monkeypatch):
+  """Built at each call from the thread's options: what a user changes between steps (here an
+  executor type) reaches the step, with the lean settings on top."""
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  _, _, step = _setup(strategy)
+  used = []
+  real = training.trainer._function_call_options
+  monkeypatch.setattr(training.trainer, "_function_call_options",
+                      lambda options: used.append(options) or real(options))
+  iterator = _iterator(strategy, tf.data.Dataset.from_tensors(BATCH).repeat())
+  step.step(iterator)
+  with context.function_executor_type("SINGLE_THREADED_EXECUTOR"):
+    step.step(iterator)
+  step.step(iterator)
+  assert [o.executor_type or "" for o in used] == ["", "SINGLE_THREADED_EXECUTOR", ""]
+  for options in used:
+    rewrite = config_pb2.ConfigProto.FromString(options.config_proto_serialized) \
+        .graph_options.rewrite_options
+    assert rewrite.meta_optimizer_iterations == rewrite.ONE
+
+
 def test_lean_grappler_options_start_from_any_config_and_stay_off_accelerators():
   """An empty config is TensorFlow's defaults: the lean settings apply to it too, and the
   executor type is kept. Strategies with a GPU or TPU device keep the default passes (the

@@ -207,15 +207,16 @@ class TrainStep:
       self.update_kind = "per variable (distributed)"
     logging.info("Optimizer update: %s", self.update_kind)
     self._compiled_step = tf.function(self._step, autograph=False)
-    self._call_options = None  # built at the first step, from the context as it is then
     self._lean_grappler = _on_cpus(strategy)
 
   def step(self, iterator):
     """One optimizer step on the next batch(es) of `iterator`: its loss, gradient norm and
     learning rate. On CPUs it runs with lean_grappler_options."""
-    if self._lean_grappler and self._call_options is None:
-      self._call_options = lean_grappler_options(context.context().function_call_options)
-    with _function_call_options(self._call_options):
+    # From the thread's options as they are at each call: a config changed between steps
+    # (tf.config.optimizer, an executor type) reaches the step as it reaches other functions.
+    options = (lean_grappler_options(context.context().function_call_options)
+               if self._lean_grappler else None)
+    with _function_call_options(options):
       return self._compiled_step(iterator)
 
   def trace(self, iterator):
