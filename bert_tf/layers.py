@@ -22,6 +22,8 @@ from tensorflow.python.eager import record
 from bert_tf.config import BertConfig
 
 _LAYER_NORM_EPSILON = 1e-12
+_GELU_SQRT_2_OVER_PI = 0.7978845608028654  # tf.nn.gelu's tanh form: tanh(c * (x + a * x^3))
+_GELU_CUBIC = 0.044715
 
 
 # Training graphs: LayerNorm and dropout with their backward passes written out. Each forward
@@ -139,12 +141,13 @@ def _gelu_with_gradient(x):
   @_custom_gradient
   def forward(x):
     half_x = 0.5 * x
-    tanh = tf.math.tanh(0.7978845608028654 * (x + tf.cast(0.044715, x.dtype) * tf.math.pow(x, 3)))
+    tanh = tf.math.tanh(_GELU_SQRT_2_OVER_PI * (x + tf.cast(_GELU_CUBIC, x.dtype)
+                                                * tf.math.pow(x, 3)))
     one_plus_tanh = 1.0 + tanh
 
     def backward(dy):
-      # (1 + t) / 2 + x / 2 * (1 - t^2) * sqrt(2 / pi) * (1 + 3 * 0.044715 * x^2)
-      slope = 0.7978845608028654 + (3 * 0.044715 * 0.7978845608028654) * (x * x)
+      # (1 + t) / 2 + x / 2 * (1 - t^2) * c * (1 + 3 a x^2)
+      slope = _GELU_SQRT_2_OVER_PI + (3 * _GELU_CUBIC * _GELU_SQRT_2_OVER_PI) * (x * x)
       return dy * (0.5 * one_plus_tanh + half_x * ((1.0 - tanh * tanh) * slope))
 
     return half_x * one_plus_tanh, backward
