@@ -9,12 +9,12 @@ A short job, and every test that trains, waits for the first step: TensorFlow tr
 and instantiates that graph before it runs. Each run is a fresh process
 (benchmarks/sides/first_step.py) training benchmarks/finetuning_step's batches (MRPC-sample
 pairs, 32 a batch, each cut to its longest), per --train_steps entry: the run's length picks the
-optimizer update (TensorFlow's Adam kernels on short runs of small models, XLA-fused beyond; see
-AdamWeightDecay.kernel_update_pays). Per row: tracing, the first call, the first step (both),
-and the median of --later_steps later steps, as the median over --runs processes. With --hf_python,
-transformers' first step (forward, backward, clipping, torch's AdamW) on the same batches.
-Process start, imports and loading the checkpoint are left out on both sides. Prints figures
-only (common.Results).
+optimizer update (TensorFlow's Adam kernels on short runs of small models, compiled by XLA once
+per weight shape beyond; see AdamWeightDecay.kernel_update_pays). Per row: tracing, the first
+call, the first step (both), and the median of --later_steps later steps, as the median over
+--runs processes. With --hf_python, transformers' first step (forward, backward, clipping,
+torch's AdamW) on the same batches. Process start, imports and loading the checkpoint are left
+out on both sides. Prints figures only (common.Results).
 """
 
 import os

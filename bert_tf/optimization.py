@@ -17,6 +17,7 @@ The optimizers are Keras optimizers; `variable_names` maps each trainable variab
 to its Google checkpoint name, which is what the weight-decay exclusions match.
 """
 
+import functools
 import re
 
 import keras
@@ -28,9 +29,10 @@ from bert_tf.errors import UserInputError
 
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 # Weights times training steps up to which the update runs as TensorFlow's Adam kernels rather
-# than compiled by XLA (AdamWeightDecay.kernel_update_pays): where the kernels' extra pass over
-# the weights has cost less than the compile, measured on MiniLM-L6 and BERT-Base alike
-# (docs/performance.md, "Short runs of small models").
+# than compiled by XLA (AdamWeightDecay.kernel_update_pays). The kernels make the first step
+# shorter and later steps a little longer; up to this bound a run of MiniLM-L6 or BERT-Base
+# pays at most a couple of seconds in all for its shorter first step (docs/performance.md,
+# "Short runs of small models").
 KERNEL_UPDATE_WEIGHT_STEPS = 1e10
 
 
@@ -63,6 +65,20 @@ def excluded_from_weight_decay(name, exclude=EXCLUDE_FROM_WEIGHT_DECAY):
   return any(re.search(pattern, name) for pattern in exclude)
 
 
+def _assign(variable, value):
+  variable.assign(value)
+
+
+def _assign_sub(variable, value):
+  variable.assign_sub(value)
+
+
+def _tf_variable(variable):
+  """The tf.Variable behind a Keras variable: a compiled function takes it as an argument
+  (traced by shape and dtype, so one trace serves every weight of a shape)."""
+  return variable.value if isinstance(variable, keras.Variable) else variable
+
+
 class AdamWeightDecay(keras.optimizers.Optimizer):
   """The original AdamWeightDecayOptimizer as a Keras optimizer.
 
@@ -80,6 +96,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
     self._variable_names = dict(variable_names)
     self._exclude = tuple(exclude_from_weight_decay)
+    self._compiled_updates = {}  # (shape, dtype, decays) -> its update compiled by XLA
 
   def build(self, var_list):
     if self.built:
@@ -94,23 +111,58 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     return bool(self.weight_decay_rate) and self._decays.get(self._var_key(variable), True)
 
   def update_step(self, gradient, variable, learning_rate):
-    lr = ops.cast(learning_rate, variable.dtype)
-    gradient = ops.cast(gradient, variable.dtype)
     index = self._get_variable_index(variable)
-    m, v = self._m[index], self._v[index]
+    self._update_weight(variable, self._m[index], self._v[index],
+                        ops.cast(gradient, variable.dtype),
+                        ops.cast(learning_rate, variable.dtype), self._uses_decay(variable),
+                        self._update_count() if self.bias_correction else None,
+                        assign=self.assign, assign_sub=self.assign_sub)
+
+  def _update_count(self):
+    """t of Adam's bias correction: 1 at the first update."""
+    return ops.cast(self.iterations + 1, "float32")
+
+  def _update_weight(self, variable, m, v, gradient, lr, decay, count, assign, assign_sub):
+    """The original's update of one weight and its two moments (count: bias correction's t,
+    or None for the original's update without it)."""
     next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
     next_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient)
-    if self.bias_correction:
-      t = ops.cast(self.iterations + 1, variable.dtype)
-      update = (next_m / (1.0 - ops.power(self.beta_1, t))) / (
-          ops.sqrt(next_v / (1.0 - ops.power(self.beta_2, t))) + self.epsilon)
+    if count is not None:
+      update = (next_m / (1.0 - ops.power(self.beta_1, count))) / (
+          ops.sqrt(next_v / (1.0 - ops.power(self.beta_2, count))) + self.epsilon)
     else:
       update = next_m / (ops.sqrt(next_v) + self.epsilon)
-    if self._uses_decay(variable):
+    if decay:
       update = update + self.weight_decay_rate * variable
-    self.assign(m, next_m)
-    self.assign(v, next_v)
-    self.assign_sub(variable, lr * update)
+    assign(m, next_m)
+    assign(v, next_v)
+    assign_sub(variable, lr * update)
+
+  def _update_kind(self, variable):
+    return tuple(variable.shape), variable.dtype, self._uses_decay(variable)
+
+  def _compiled_update(self, variable):
+    """`_update_weight` for the variables of this one's kind, compiled by XLA at its first call."""
+    kind = self._update_kind(variable)
+    if kind not in self._compiled_updates:
+      # A partial: a function of its own per kind for tf.function's retracing count.
+      self._compiled_updates[kind] = tf.function(
+          functools.partial(self._update_weight, decay=kind[2], assign=_assign,
+                            assign_sub=_assign_sub), jit_compile=True, autograph=False)
+    return self._compiled_updates[kind]
+
+  def apply_per_shape(self, gradients, variables):
+    """`apply` on one device, each weight's update compiled by XLA: once per weight shape (and
+    whether it decays), then called for every weight of that shape. Bitwise the numbers of
+    `apply` compiled whole by XLA, which had to lower some 3,000 TensorFlow ops before the first
+    step; these are about nine programs of a dozen ops each (docs/performance.md)."""
+    lr = tf.cast(self.learning_rate, tf.float32)
+    count = self._update_count() if self.bias_correction else None
+    for gradient, variable in zip(gradients, variables):
+      m, v = self.slot_variables(variable)
+      self._compiled_update(variable)(_tf_variable(variable), _tf_variable(m), _tf_variable(v),
+                                      tf.cast(gradient, variable.dtype), lr, count=count)
+    self.iterations.assign_add(1)
 
   @property
   def has_kernel_update(self):
@@ -119,9 +171,9 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     return not self.bias_correction
 
   def kernel_update_pays(self, variables):
-    """Whether this run's update costs less as `apply_with_kernels` than compiled by XLA: the
+    """Whether this run updates with `apply_with_kernels` rather than `apply_per_shape`: the
     kernels compile nothing before the first step, but read every weight once more a step, so
-    they win on short runs of small models (weights x steps up to KERNEL_UPDATE_WEIGHT_STEPS;
+    they are for short runs of small models (weights x steps up to KERNEL_UPDATE_WEIGHT_STEPS;
     docs/performance.md). A run without WarmupLinearDecay's step count compiles."""
     schedule = self._learning_rate
     if not (self.has_kernel_update and isinstance(schedule, WarmupLinearDecay)):
