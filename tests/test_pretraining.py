@@ -112,11 +112,16 @@ def test_eval_metrics_match_the_original_metric_fn(tmp_path):
                              lambda names: optimization.create_optimizer(1e-3, 10, 1, names),
                              init_checkpoint=TINY.ckpt)
   trainer.restore_or_initialize()
-  result = trainer.evaluate(tf.data.Dataset.from_tensors(features))
-  for key, want in meta["metrics"].items():
-    assert result[key] == pytest.approx(want, abs=1e-4), key
-  assert result["loss"] == pytest.approx(meta["total_loss"], abs=1e-4)
-  assert result["global_step"] == 0
+  traced = []  # eval_batch runs in Python only while the evaluation step is traced
+  eval_batch = task.eval_batch
+  task.eval_batch = lambda model, batch: (traced.append(1), eval_batch(model, batch))[1]
+  for _ in range(2):  # as --eval_every_steps evaluates: the same step, traced once
+    result = trainer.evaluate(tf.data.Dataset.from_tensors(features))
+    for key, want in meta["metrics"].items():
+      assert result[key] == pytest.approx(want, abs=1e-4), key
+    assert result["loss"] == pytest.approx(meta["total_loss"], abs=1e-4)
+    assert result["global_step"] == 0
+  assert len(traced) == 1
 
 
 @pytest.mark.slow

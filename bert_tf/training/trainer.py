@@ -325,6 +325,7 @@ class Trainer:
     self.max_to_keep = max_to_keep
     self.settings = settings
     self._settings_checked = False  # check_resume did
+    self._eval_steps = {}  # with_predictions -> the compiled evaluation step
 
   @property
   def step(self):
@@ -539,19 +540,7 @@ class Trainer:
     With `with_predictions`, returns (metrics, predictions): the task's
     per-example outputs from the same forward pass, as numpy arrays.
     """
-    @tf.function(autograph=False)  # plain ops only: AutoGraph's conversion costs the trace time
-    def eval_step(features):
-      def replica(features):
-        sums, numerators, predictions = self.task.eval_batch(self.model, features)
-        return (sums, numerators, self.task.loss_denominators(features)), predictions
-      summed, predictions = self.strategy.run(replica, args=(features,))
-      sums, numerators, denominators = tf.nest.map_structure(
-          lambda t: _reduce_sum(self.strategy, t), summed)
-      # The batch loss of the original: each term over the whole batch, not per replica.
-      loss = tf.add_n([numerators[k] / (denominators[k] + self.task.loss_epsilons[k])
-                       for k in sorted(numerators)])
-      return sums, loss, self._gather(predictions) if with_predictions else {}
-
+    eval_step = self._eval_step(with_predictions)
     totals, losses, collected, steps = {}, [], [], 0
     for features, rows in padded_batches(self.strategy, dataset):
       if max_steps is not None and steps >= max_steps:
@@ -572,6 +561,28 @@ class Trainer:
     if with_predictions:
       return result, _concatenate(collected)
     return result
+
+  def _eval_step(self, with_predictions):
+    """The compiled evaluation step, kept for the run: evaluations every --eval_every_steps
+    trace it once, not once each."""
+    if with_predictions in self._eval_steps:
+      return self._eval_steps[with_predictions]
+
+    @tf.function(autograph=False)  # plain ops only: AutoGraph's conversion costs the trace time
+    def eval_step(features):
+      def replica(features):
+        sums, numerators, predictions = self.task.eval_batch(self.model, features)
+        return (sums, numerators, self.task.loss_denominators(features)), predictions
+      summed, predictions = self.strategy.run(replica, args=(features,))
+      sums, numerators, denominators = tf.nest.map_structure(
+          lambda t: _reduce_sum(self.strategy, t), summed)
+      # The batch loss of the original: each term over the whole batch, not per replica.
+      loss = tf.add_n([numerators[k] / (denominators[k] + self.task.loss_epsilons[k])
+                       for k in sorted(numerators)])
+      return sums, loss, self._gather(predictions) if with_predictions else {}
+
+    self._eval_steps[with_predictions] = eval_step
+    return eval_step
 
   def _gather(self, per_replica):
     """Per-replica outputs -> whole-batch tensors (in replica order)."""
