@@ -155,7 +155,9 @@ def test_train_eval_and_google_layout_outputs(seq64_data, tmp_path, script_sessi
 def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path, script_session):
   # Dropout on (the tiny config's 0.1): the masks after the restart must be the ones an
   # uninterrupted run draws, so the seed states are part of the training state.
-  args = ["--do_train", "--train_batch_size=4", "--num_train_steps=10",
+  # 30 steps: the kill lands at step 4, with 26 steps to spare on a loaded machine (the tiny
+  # model's steps take milliseconds).
+  args = ["--do_train", "--train_batch_size=4", "--num_train_steps=30",
           "--save_checkpoints_steps=2",
           "--bert_config_file=%s" % TINY.config]
   # This run and the restart below: the module's process of the script; the killed run has
@@ -174,11 +176,11 @@ def test_sigkill_and_restart_ends_with_the_same_weights(seq64_data, tmp_path, sc
     time.sleep(0.05)
   process.send_signal(signal.SIGKILL)
   process.wait()
-  assert not (killed / "model.ckpt-10.index").exists()
+  assert not (killed / "model.ckpt-30.index").exists()
   resumed = session(*command)
   assert resumed.returncode == 0, resumed.stderr
   assert "Resumed from" in resumed.stderr
-  _assert_same_weights(str(straight / "model.ckpt-10"), str(killed / "model.ckpt-10"), atol=1e-6)
+  _assert_same_weights(str(straight / "model.ckpt-30"), str(killed / "model.ckpt-30"), atol=1e-6)
 
 
 @pytest.mark.slow
