@@ -79,6 +79,15 @@ def _tf_variable(variable):
   return variable.value if isinstance(variable, keras.Variable) else variable
 
 
+def _adam_kernel(variable, m, v, gradient, lr, constants):
+  """TensorFlow's fused Adam kernel on one weight; `constants`: AdamWeightDecay's
+  _kernel_constants."""
+  zero, beta_1, beta_2, epsilon = constants
+  tf.raw_ops.ResourceApplyAdam(
+      var=variable.handle, m=m.handle, v=v.handle, beta1_power=zero, beta2_power=zero, lr=lr,
+      beta1=beta_1, beta2=beta_2, epsilon=epsilon, grad=tf.cast(gradient, tf.float32))
+
+
 class AdamWeightDecay(keras.optimizers.Optimizer):
   """The original AdamWeightDecayOptimizer as a Keras optimizer.
 
@@ -152,16 +161,21 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     return self._compiled_updates[kind]
 
   def apply_per_shape(self, gradients, variables):
-    """`apply` on one device, each weight's update compiled by XLA: once per weight shape (and
-    whether it decays), then called for every weight of that shape. Bitwise the numbers of
-    `apply` compiled whole by XLA, which had to lower some 3,000 TensorFlow ops before the first
-    step; these are about nine programs of a dozen ops each (docs/performance.md)."""
+    """`apply` on one device, each decaying weight's update compiled by XLA: once per weight
+    shape, then called for every weight of that shape (bitwise the numbers of `apply` compiled
+    whole, which lowered some 3,000 TensorFlow ops before the first step). The weights without
+    decay (LayerNorm, biases) take TensorFlow's Adam kernel, which is their whole update and
+    compiles nothing; with bias_correction they are compiled too (docs/performance.md)."""
     lr = tf.cast(self.learning_rate, tf.float32)
     count = self._update_count() if self.bias_correction else None
+    constants = None if self.bias_correction else self._kernel_constants()
     for gradient, variable in zip(gradients, variables):
       m, v = self.slot_variables(variable)
-      self._compiled_update(variable)(_tf_variable(variable), _tf_variable(m), _tf_variable(v),
-                                      tf.cast(gradient, variable.dtype), lr, count=count)
+      if constants is not None and not self._uses_decay(variable):
+        _adam_kernel(variable, m, v, gradient, lr, constants)
+      else:
+        self._compiled_update(variable)(_tf_variable(variable), _tf_variable(m), _tf_variable(v),
+                                        tf.cast(gradient, variable.dtype), lr, count=count)
     self.iterations.assign_add(1)
 
   @property
@@ -188,18 +202,19 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     to float32 rounding: the kernel orders the same arithmetic otherwise."""
     learning_rate = tf.cast(self.learning_rate, tf.float32)
     decay = learning_rate * self.weight_decay_rate
-    zero, beta_1, beta_2, epsilon = (tf.constant(x) for x in (
-        0.0, self.beta_1, self.beta_2, self.epsilon))
+    constants = self._kernel_constants()
     for gradient, variable in zip(gradients, variables):
       m, v = self.slot_variables(variable)
       if self._uses_decay(variable):  # on the handle: one read, one product, one update
         weights = tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=variable.dtype)
         tf.raw_ops.AssignSubVariableOp(resource=variable.handle, value=decay * weights)
-      tf.raw_ops.ResourceApplyAdam(
-          var=variable.handle, m=m.handle, v=v.handle, beta1_power=zero, beta2_power=zero,
-          lr=learning_rate, beta1=beta_1, beta2=beta_2, epsilon=epsilon,
-          grad=tf.cast(gradient, tf.float32))
+      _adam_kernel(variable, m, v, gradient, learning_rate, constants)
     self.iterations.assign_add(1)
+
+  def _kernel_constants(self):
+    """The kernel's beta powers (zero: no bias correction), betas and epsilon, made once for
+    all weights."""
+    return tuple(tf.constant(x) for x in (0.0, self.beta_1, self.beta_2, self.epsilon))
 
   def slot_variables(self, variable):
     """(adam_m, adam_v) of a trainable variable, for Google-layout export."""
