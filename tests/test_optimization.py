@@ -146,6 +146,33 @@ def test_bias_correction_is_refused_with_lamb():
     optimization.create_optimizer(1e-3, 10, 1, {}, "lamb", bias_correction=True)
 
 
+def _updated(values, grads, make_update, num_warmup_steps, **options):
+  """{name: (weight, adam_m, adam_v)} after one update per entry of `grads`, from fresh
+  variables holding `values`, and the optimizer. make_update(optimizer, weights) returns the
+  update of one step's gradients."""
+  variables = {n: tf.Variable(v.astype(np.float32), name=n.replace("/", "_"))
+               for n, v in values.items()}
+  weights = list(variables.values())
+  optimizer = optimization.create_optimizer(1e-2, 10, num_warmup_steps, variables, **options)
+  optimizer.build(weights)
+  update = make_update(optimizer, weights)
+  for step_grads in grads:
+    update(step_grads)
+  assert int(optimizer.iterations) == len(grads)
+  return {n: (v.numpy(), *(s.numpy() for s in optimizer.slot_variables(v)))
+          for n, v in variables.items()}, optimizer
+
+
+def _assert_within_ulps(values, want, got, ulps):
+  """Each weight and slot of `got` within ulps[name] float32 ulps of the numbers it was
+  computed from (the weight before the steps, about 1) of `want`'s, however small it ends up."""
+  eps = np.finfo(np.float32).eps
+  for name in values:
+    scale = np.maximum(np.abs(values[name]), 1.0)
+    for want_value, got_value in zip(want[name], got[name]):
+      assert np.all(np.abs(got_value - want_value) <= ulps[name] * eps * scale), name
+
+
 def test_the_kernel_update_equals_the_keras_update():
   """apply_with_kernels (TrainStep's path on one device) and apply (the Keras update, as the
   original writes it) agree to float32 rounding over steps with warm-up, decay and an
@@ -154,29 +181,12 @@ def test_the_kernel_update_equals_the_keras_update():
   values = {"layer/kernel": rng.normal(size=(64, 32)), "layer/bias": rng.normal(size=(32,))}
   grads = [[rng.normal(size=v.shape).astype(np.float32) for v in values.values()]
            for _ in range(4)]
-  results = []
-  for kernels in (False, True):
-    variables = {n: tf.Variable(v.astype(np.float32), name=n.replace("/", "_"))
-                 for n, v in values.items()}
-    optimizer = optimization.create_optimizer(1e-2, 10, 2, variables)
-    optimizer.build(list(variables.values()))
-    for step_grads in grads:
-      if kernels:
-        optimizer.apply_with_kernels(step_grads, list(variables.values()))
-      else:
-        optimizer.apply(step_grads, list(variables.values()))
-    results.append({n: (v.numpy(), *(s.numpy() for s in optimizer.slot_variables(v)))
-                    for n, v in variables.items()})
-    assert int(optimizer.iterations) == 4
-  # The kernel orders the arithmetic otherwise: a value may land a few float32 ulps of the
-  # numbers it was computed from (the weight before the step, about 1) away, however small it
-  # ends up. A missing decay term alone would move it by 1e-4.
-  eps = np.finfo(np.float32).eps
-  for name in values:
-    scale = np.maximum(np.abs(values[name]), 1.0)
-    for keras_value, kernel_value in zip(results[0][name], results[1][name]):
-      assert np.all(np.abs(kernel_value - keras_value) <= 16 * eps * scale), name
-  moved = results[1]["layer/kernel"][0] - values["layer/kernel"]
+  keras_update, _ = _updated(values, grads, lambda o, w: lambda g: o.apply(g, w), 2)
+  kernel_update, _ = _updated(values, grads, lambda o, w: lambda g: o.apply_with_kernels(g, w), 2)
+  # The kernel orders the arithmetic otherwise. A missing decay term alone would move a weight
+  # by 1e-4.
+  _assert_within_ulps(values, keras_update, kernel_update, dict.fromkeys(values, 16))
+  moved = kernel_update["layer/kernel"][0] - values["layer/kernel"]
   assert np.abs(moved).max() > 1e-3  # the updates are not all zero
   assert optimization.AdamWeightDecay(1e-3, {}).has_kernel_update
   assert not optimization.AdamWeightDecay(1e-3, {}, bias_correction=True).has_kernel_update
@@ -208,36 +218,19 @@ def test_the_per_shape_update_equals_the_whole_update_compiled(bias_correction):
             "a/bias": rng.normal(size=(16,)), "c/kernel": rng.normal(size=(16,))}
   grads = [[rng.normal(size=v.shape).astype(np.float32) for v in values.values()]
            for _ in range(3)]
-  results = []
-  for per_shape in (False, True):
-    variables = {n: tf.Variable(v.astype(np.float32), name=n.replace("/", "_"))
-                 for n, v in values.items()}
-    weights = list(variables.values())
-    optimizer = optimization.create_optimizer(1e-2, 10, 1, variables,
-                                              bias_correction=bias_correction)
-    optimizer.build(weights)
-    if per_shape:
-      update = tf.function(lambda g: optimizer.apply_per_shape(g, weights), autograph=False)
-    else:
-      update = tf.function(lambda g: optimizer.apply(g, weights), jit_compile=True,
-                           autograph=False)
-    for step_grads in grads:
-      update(step_grads)
-    assert int(optimizer.iterations) == 3
-    results.append({n: (v.numpy(), *(s.numpy() for s in optimizer.slot_variables(v)))
-                    for n, v in variables.items()})
+  whole, _ = _updated(values, grads, lambda o, w: tf.function(
+      lambda g: o.apply(g, w), jit_compile=True, autograph=False), 1,
+      bias_correction=bias_correction)
+  per_shape, optimizer = _updated(values, grads, lambda o, w: tf.function(
+      lambda g: o.apply_per_shape(g, w), autograph=False), 1, bias_correction=bias_correction)
   # The compiled weights were equal on the machine this was written on; another CPU's XLA may
-  # fuse the two programs otherwise and round a value within a float32 ulp or two of the
-  # numbers it came from. The kernel orders the arithmetic otherwise (a few ulps). A lost decay
-  # term would move a weight by 1e-4.
-  eps = np.finfo(np.float32).eps
-  kernel = {"a/bias"} if not bias_correction else set()
-  for name in values:
-    scale = np.maximum(np.abs(values[name]), 1.0)
-    ulps = 16 if name in kernel else 2
-    for whole, per_shape in zip(results[0][name], results[1][name]):
-      assert np.all(np.abs(per_shape - whole) <= ulps * eps * scale), name
-  assert np.abs(results[1]["a/kernel"][0] - values["a/kernel"]).max() > 1e-3
+  # fuse the two programs otherwise and round a value within a float32 ulp or two. The kernel
+  # orders the arithmetic otherwise (a few ulps). A lost decay term would move a weight by 1e-4.
+  ulps = dict.fromkeys(values, 2)
+  if not bias_correction:
+    ulps["a/bias"] = 16
+  _assert_within_ulps(values, whole, per_shape, ulps)
+  assert np.abs(per_shape["a/kernel"][0] - values["a/kernel"]).max() > 1e-3
   kinds = optimizer._compiled_updates
   assert len(kinds) == (3 if bias_correction else 2)
   assert all(len(f._list_all_concrete_functions()) == 1 for f in kinds.values())
