@@ -65,14 +65,6 @@ def excluded_from_weight_decay(name, exclude=EXCLUDE_FROM_WEIGHT_DECAY):
   return any(re.search(pattern, name) for pattern in exclude)
 
 
-def _assign(variable, value):
-  variable.assign(value)
-
-
-def _assign_sub(variable, value):
-  variable.assign_sub(value)
-
-
 def _tf_variable(variable):
   """The tf.Variable behind a Keras variable: a compiled function takes it as an argument
   (traced by shape and dtype, so one trace serves every weight of a shape)."""
@@ -124,16 +116,16 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     self._update_weight(variable, self._m[index], self._v[index],
                         ops.cast(gradient, variable.dtype),
                         ops.cast(learning_rate, variable.dtype), self._uses_decay(variable),
-                        self._update_count() if self.bias_correction else None,
-                        assign=self.assign, assign_sub=self.assign_sub)
+                        self._update_count() if self.bias_correction else None)
 
   def _update_count(self):
     """t of Adam's bias correction: 1 at the first update."""
     return ops.cast(self.iterations + 1, "float32")
 
-  def _update_weight(self, variable, m, v, gradient, lr, decay, count, assign, assign_sub):
+  def _update_weight(self, variable, m, v, gradient, lr, decay, count):
     """The original's update of one weight and its two moments (count: bias correction's t,
-    or None for the original's update without it)."""
+    or None for the original's update without it). The variables are Keras's or, compiled by
+    apply_per_shape, the tf.Variables behind them."""
     next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
     next_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient)
     if count is not None:
@@ -143,29 +135,29 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
       update = next_m / (ops.sqrt(next_v) + self.epsilon)
     if decay:
       update = update + self.weight_decay_rate * variable
-    assign(m, next_m)
-    assign(v, next_v)
-    assign_sub(variable, lr * update)
-
-  def _update_kind(self, variable):
-    return tuple(variable.shape), variable.dtype, self._uses_decay(variable)
+    self.assign(m, next_m)
+    self.assign(v, next_v)
+    self.assign_sub(variable, lr * update)
 
   def _compiled_update(self, variable):
-    """`_update_weight` for the variables of this one's kind, compiled by XLA at its first call."""
-    kind = self._update_kind(variable)
-    if kind not in self._compiled_updates:
-      # A partial: a function of its own per kind for tf.function's retracing count.
-      self._compiled_updates[kind] = tf.function(
-          functools.partial(self._update_weight, decay=kind[2], assign=_assign,
-                            assign_sub=_assign_sub), jit_compile=True, autograph=False)
-    return self._compiled_updates[kind]
+    """`_update_weight` compiled by XLA for every weight with `variable`'s shape, dtype and
+    decay: one program serves them all (the weights are its arguments, not captured)."""
+    key = tuple(variable.shape), variable.dtype, self._uses_decay(variable)
+    if key not in self._compiled_updates:
+      # A partial: a function of its own per key for tf.function's retracing count.
+      self._compiled_updates[key] = tf.function(
+          functools.partial(self._update_weight, decay=key[2]), jit_compile=True,
+          autograph=False)
+    return self._compiled_updates[key]
 
   def apply_per_shape(self, gradients, variables):
     """`apply` on one device, each decaying weight's update compiled by XLA: once per weight
     shape, then called for every weight of that shape (bitwise the numbers of `apply` compiled
     whole, which lowered some 3,000 TensorFlow ops before the first step). The weights without
     decay (LayerNorm, biases) take TensorFlow's Adam kernel, which is their whole update and
-    compiles nothing; with bias_correction they are compiled too (docs/performance.md)."""
+    compiles nothing; with bias_correction they are compiled too (docs/performance.md). Like
+    apply_with_kernels it takes dense gradients and none of Keras's extras (clipping, EMA):
+    TrainStep clips and densifies before."""
     lr = tf.cast(self.learning_rate, tf.float32)
     count = self._update_count() if self.bias_correction else None
     constants = None if self.bias_correction else self._kernel_constants()

@@ -325,7 +325,8 @@ class Trainer:
     self.max_to_keep = max_to_keep
     self.settings = settings
     self._settings_checked = False  # check_resume did
-    self._eval_steps = {}  # with_predictions -> the compiled evaluation step
+    # The compiled evaluation steps (by with_predictions) and prediction step, kept for the run.
+    self._eval_steps, self._predict_step = {}, None
 
   @property
   def step(self):
@@ -563,8 +564,8 @@ class Trainer:
     return result
 
   def _eval_step(self, with_predictions):
-    """The compiled evaluation step, kept for the run: evaluations every --eval_every_steps
-    trace it once, not once each."""
+    """The compiled evaluation step: evaluations every --eval_every_steps trace it once, not
+    once each."""
     if with_predictions in self._eval_steps:
       return self._eval_steps[with_predictions]
 
@@ -592,14 +593,12 @@ class Trainer:
 
   def predict(self, dataset):
     """The task's per-example outputs (`predict_batch`) over the dataset, as numpy arrays."""
-    @tf.function(autograph=False)
-    def predict_step(features):
-      return self._gather(self.strategy.run(lambda f: self.task.predict_batch(self.model, f),
-                                            args=(features,)))
-
+    if self._predict_step is None:
+      self._predict_step = tf.function(lambda features: self._gather(self.strategy.run(
+          lambda f: self.task.predict_batch(self.model, f), args=(features,))), autograph=False)
     collected = []
     for padded, rows in padded_batches(self.strategy, dataset):
-      outputs = predict_step(distribute_batch(self.strategy, padded))
+      outputs = self._predict_step(distribute_batch(self.strategy, padded))
       collected.append(tf.nest.map_structure(lambda t: t.numpy()[:rows], outputs))
     return _concatenate(collected)
 
