@@ -20,7 +20,8 @@ TRAJECTORY = json.loads((OPT / "trajectory.json").read_text())
 BATCH = input_pipeline.to_model_names(dict(np.load(OPT / "batch.npz")))
 
 
-def _setup(strategy, accumulation_steps=1, kernel_update=None, optimizer_type="adamw"):
+def _setup(strategy, accumulation_steps=1, kernel_update=None, optimizer_type="adamw",
+           initial_loss_scale=None):
   config = BertConfig.from_json_file(str(OPT / "bert_config_nodropout.json"))
   with strategy.scope():
     task = PretrainingTask(config)
@@ -28,8 +29,10 @@ def _setup(strategy, accumulation_steps=1, kernel_update=None, optimizer_type="a
     checkpoints.load_checkpoint(TINY.ckpt, model.encoder, model.heads)
     names = checkpoints.variable_map(model.encoder, model.heads)
     optimizer = optimization.create_optimizer(1e-3, 10, 2, names, optimizer_type)
+    loss_scale = (training.trainer.DynamicLossScale(initial=initial_loss_scale)
+                  if initial_loss_scale is not None else None)
   step = training.TrainStep(strategy, task, model, optimizer, accumulation_steps,
-                            kernel_update=kernel_update)
+                            loss_scale=loss_scale, kernel_update=kernel_update)
   return names, optimizer, step
 
 
@@ -79,17 +82,10 @@ def test_a_step_whose_scaled_gradients_overflow_changes_no_weight(kernel_update)
   the skipped branch leaves weights and slots alone and advances the schedule; the next step
   updates."""
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-  config = BertConfig.from_json_file(str(OPT / "bert_config_nodropout.json"))
-  with strategy.scope():
-    task = PretrainingTask(config)
-    model = task.create_model()
-    checkpoints.load_checkpoint(TINY.ckpt, model.encoder, model.heads)
-    names = checkpoints.variable_map(model.encoder, model.heads)
-    optimizer = optimization.create_optimizer(1e-3, 10, 0, names)
-    # An infinite scale makes every scaled gradient inf or NaN, as float16 overflows do.
-    loss_scale = training.trainer.DynamicLossScale(initial=float("inf"))
-  step = training.TrainStep(strategy, task, model, optimizer, loss_scale=loss_scale,
-                            kernel_update=kernel_update)
+  # An infinite scale makes every scaled gradient inf or NaN, as float16 overflows do.
+  _, optimizer, step = _setup(strategy, kernel_update=kernel_update,
+                              initial_loss_scale=float("inf"))
+  loss_scale = step.loss_scale
   iterator = iter(tf.data.Dataset.from_tensors(BATCH).repeat())
   before = [v.numpy() for v in step.variables]
   assert not np.isfinite(float(step.step(iterator)["grad_norm"]))
@@ -100,7 +96,7 @@ def test_a_step_whose_scaled_gradients_overflow_changes_no_weight(kernel_update)
   assert np.isfinite(float(step.step(iterator)["grad_norm"]))
   assert int(optimizer.iterations) == 2
   moved = [np.abs(v.numpy() - b).max() for v, b in zip(step.variables, before)]
-  assert min(moved) > 0  # every weight stepped (lr 1e-3 from the first step, no warm-up)
+  assert min(moved) > 0  # every weight stepped (lr 5e-4: the second step of the warm-up)
 
 
 def test_weight_decay_exclusions_follow_google_names():
